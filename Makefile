@@ -1,4 +1,6 @@
 # twinmq make targets. `make test` is what CI runs (see .ci/run).
+SHELL     := bash
+.SHELLFLAGS := -o pipefail -c
 GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 2s
@@ -22,8 +24,7 @@ example:
 
 # Storage-core benchmarks; ends with one FIGURE line per figure.
 bench-store:
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/store/ | tee /tmp/twinmq-bench-store.txt
-	@$(GO) run ./internal/benchfig < /tmp/twinmq-bench-store.txt
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/store/ | $(GO) run ./internal/benchfig
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./internal/store/
