@@ -1,0 +1,87 @@
+// Package config is the configuration document of twinmq and the machinery
+// that reloads it while a service runs. It knows no RocketMQ wire details.
+//
+// # The document
+//
+// One JSON document describes logic topics and the clusters behind them
+// (endpoints, physical topic, weight, priority, TLS, credentials), batching,
+// failover, timeouts, credentials, consumer groups and lane routing:
+//
+//	{
+//	  "topics": {
+//	    "orders": {"clusters": [
+//	      {"name": "dc1", "endpoints": ["10.0.0.1:8081"], "priority": 0, "credentials": "main"},
+//	      {"name": "dc2", "endpoints": ["10.1.0.1:8081"], "priority": 1, "topic": "orders_dc2"}
+//	    ]}
+//	  },
+//	  "batching":    {"enabled": true, "maxDelay": "10ms", "batchMaxBytes": 262144, "totalBatchMaxBytes": 33554432},
+//	  "failover":    {"failureFactor": 0.5, "recovery": 0.01, "minWeight": 0.05, "probeInterval": "1s"},
+//	  "timeouts":    {"request": "3s", "sendDeadline": "10s"},
+//	  "credentials": {"main": {"accessKey": "ak", "accessSecret": "sk"}},
+//	  "consumers":   {"billing": {"concurrency": 32, "maxAttempts": 16, "lane": "a.x"}},
+//	  "lanes":       {"enabled": true, "leaseTTL": "10s", "forwardTimeout": "5s"}
+//	}
+//
+// Decisions:
+//
+//   - JSON only. The module has no YAML dependency, and a platform that
+//     stores YAML converts before publishing.
+//   - Strict decoding: unknown fields are errors. A misspelt key that fell
+//     back to a default would be a silent misconfiguration; rejecting it
+//     keeps the last good version serving and says why. A platform that adds
+//     a field must roll out the SDK that knows it first.
+//   - Keys match case-insensitively, as encoding/json does; a key given
+//     twice keeps its last value.
+//   - Durations are Go duration strings ("10ms"); a bare number is refused
+//     because its unit would be a guess.
+//   - Parse fills in defaults (Default lists them) and Validate checks every
+//     rule at once, returning a *ValidationError that lists each problem by
+//     path. Both wrap ErrInvalidConfig. A cluster's weight 0 is allowed and
+//     drains it; a topic whose clusters all weigh 0 is not.
+//
+// # Sources
+//
+// A Source yields Versions: a parsed document with a revision, or an error.
+// Static serves one fixed document (tests, the embedded setup), Chan relays
+// versions a caller pushes, and File watches a file.
+//
+// The file source polls; it does not use inotify. Every PollInterval
+// (200 ms) it stats the path, following symlinks, and compares size,
+// modification time and file identity with what it last read. Because the
+// path is resolved again on every poll, the cases that break inotify
+// watchers of a single file cannot hurt it: an editor's save by rename (a
+// new inode behind the same name) and a Kubernetes ConfigMap update (the
+// "..data" symlink swapped to a new directory) are both a changed identity.
+// It never keeps a descriptor open across polls, works the same on every OS
+// and on network or overlay filesystems where change notification is
+// missing, and the latency it adds is small beside the tens of seconds a
+// ConfigMap takes to propagate. Polling costs one stat per interval.
+//
+// A change is read only once the stat has held still for Settle (the
+// debounce), the file is read whole (up to MaxDocumentBytes), and a stat
+// after the read must match the one before, otherwise the read is dropped
+// and the file waits to settle again. So a half-written file is not read; if
+// a writer pauses longer than Settle in mid-write, the half file fails to
+// parse and is rejected, and the complete file is read on the next change.
+// Content is hashed: the revision is the hash, and a rewrite with equal bytes
+// yields nothing. Every RescanEvery (5 s) the file is read and hashed even if
+// its stat looks unchanged, to catch edits that keep size and timestamp on
+// filesystems with coarse timestamps. A missing or unreadable file yields a
+// Version with an error once, not once per poll.
+//
+// # Watcher
+//
+// Start takes a Source and returns a Watcher once the first version is
+// accepted (a bad first version fails Start: there is nothing to fall back
+// on). Then, for every version: validate, swap in with an atomic pointer,
+// notify subscribers. A rejected version is logged through the injected
+// zap logger, counted on twinmq_config_reloads_total{result="rejected"}, and
+// dropped; the last good document keeps serving and LastError says why. The
+// same revision twice counts as "unchanged". Subscribe returns the document
+// in force and then calls back with (old, new) for each accepted version, in
+// order, on the Watcher's goroutine; Diff tells a subscriber what moved.
+//
+// Documents handed out are shared and must not be modified. There is no
+// package-level state: every Watcher owns its logger, metrics and
+// goroutine, and several may share one Registerer.
+package config

@@ -1,0 +1,268 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// ErrSourceEnded is returned by Start when the source closed its channel
+// before yielding any version.
+var ErrSourceEnded = errors.New("config: source ended before yielding a version")
+
+// Options configure a Watcher. The zero value is ready to use.
+type Options struct {
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Registerer receives the reload metrics; nil means no metrics.
+	Registerer prometheus.Registerer
+}
+
+// Results counted by twinmq_config_reloads_total.
+const (
+	ResultAccepted  = "accepted"
+	ResultRejected  = "rejected"
+	ResultUnchanged = "unchanged"
+)
+
+type state struct {
+	cfg *Config
+	rev string
+}
+
+// Watcher holds the current configuration and keeps it up to date from a
+// Source: each version is validated, then swapped in atomically; a bad one
+// is logged, counted and dropped while the last good one keeps serving.
+// Current never blocks and never sees a half-applied document.
+type Watcher struct {
+	log     *zap.Logger
+	metrics *metrics
+
+	cur     atomic.Pointer[state]
+	lastErr atomic.Pointer[error]
+
+	// subMu orders swaps and notifications with Subscribe, so a subscriber
+	// gets exactly the versions after the one Subscribe returned.
+	subMu  sync.Mutex
+	subs   map[uint64]func(old, new *Config)
+	subSeq uint64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start watches src and returns once the first version is accepted. The
+// first version must be good: a rejected first version, a source that ends
+// first, or ctx ending first all fail Start, since a producer cannot run on
+// no configuration. ctx bounds only this wait; the Watcher then runs until
+// Close.
+func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{log: opts.Logger, metrics: m, subs: map[uint64]func(old, new *Config){}, done: make(chan struct{})}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ch, err := src.Watch(runCtx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("config: start watching: %w", err)
+	}
+	w.cancel = cancel
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			cancel()
+			return nil, ErrSourceEnded
+		}
+		if err := w.apply(v); err != nil {
+			cancel()
+			return nil, fmt.Errorf("config: first version: %w", err)
+		}
+	case <-ctx.Done():
+		cancel()
+		return nil, fmt.Errorf("config: waiting for the first version: %w", ctx.Err())
+	}
+	go w.run(runCtx, ch)
+	return w, nil
+}
+
+func (w *Watcher) run(ctx context.Context, ch <-chan Version) {
+	defer close(w.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v, ok := <-ch:
+			if !ok {
+				if ctx.Err() == nil {
+					w.log.Info("config source ended; keeping the last good configuration",
+						zap.String("revision", w.Revision()))
+				}
+				return
+			}
+			_ = w.apply(v) // a rejection is logged and counted by apply
+		}
+	}
+}
+
+// apply validates v and swaps it in, or rejects it.
+func (w *Watcher) apply(v Version) error {
+	err := v.Err
+	if err == nil && v.Config == nil {
+		err = fmt.Errorf("version %q has no document: %w", v.Revision, ErrInvalidConfig)
+	}
+	if err == nil {
+		err = v.Config.Validate()
+	}
+	if err != nil {
+		w.lastErr.Store(&err)
+		w.metrics.count(ResultRejected)
+		w.log.Error("config version rejected; the last good configuration keeps serving",
+			zap.String("revision", v.Revision), zap.String("serving", w.Revision()), zap.Error(err))
+		return err
+	}
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	old := w.cur.Load()
+	if old != nil && v.Revision != "" && old.rev == v.Revision {
+		w.metrics.count(ResultUnchanged)
+		return nil
+	}
+	w.cur.Store(&state{cfg: v.Config, rev: v.Revision})
+	w.lastErr.Store(nil)
+	w.metrics.count(ResultAccepted)
+	w.metrics.accepted()
+	var oldCfg *Config
+	if old != nil {
+		oldCfg = old.cfg
+		w.log.Info("config version accepted", zap.String("revision", v.Revision), zap.String("previous", old.rev))
+	}
+	for id, fn := range w.subs {
+		w.notify(id, fn, oldCfg, v.Config)
+	}
+	return nil
+}
+
+// notify runs one subscriber, containing its panic: a broken subscriber
+// must not stop the reloads of everyone else.
+func (w *Watcher) notify(id uint64, fn func(old, new *Config), old, cur *Config) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("config subscriber panicked", zap.Uint64("subscriber", id), zap.Any("panic", r))
+		}
+	}()
+	fn(old, cur)
+}
+
+// Current returns the configuration in force. It never returns nil on a
+// started Watcher.
+func (w *Watcher) Current() *Config { return w.cur.Load().cfg }
+
+// Revision returns the revision of the configuration in force.
+func (w *Watcher) Revision() string {
+	if s := w.cur.Load(); s != nil {
+		return s.rev
+	}
+	return ""
+}
+
+// LastError returns why the latest version was rejected, or nil when the
+// latest version was accepted: a health check can surface it.
+func (w *Watcher) LastError() error {
+	if p := w.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Subscribe registers fn for every version accepted from now on, and
+// returns the configuration in force at registration, so the subscriber
+// misses nothing between reading it and being called. fn runs on the
+// Watcher's goroutine, one version at a time and in order, with the
+// previous and the new document; it should be quick (hand heavy work to
+// another goroutine), since the next reload waits for it. The returned
+// cancel function unsubscribes.
+func (w *Watcher) Subscribe(fn func(old, new *Config)) (current *Config, cancel func()) {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	w.subSeq++
+	id := w.subSeq
+	w.subs[id] = fn
+	return w.cur.Load().cfg, func() {
+		w.subMu.Lock()
+		defer w.subMu.Unlock()
+		delete(w.subs, id)
+	}
+}
+
+// Close stops watching and waits for the watcher's goroutine. Current keeps
+// answering with the last good configuration.
+func (w *Watcher) Close() error {
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+type metrics struct {
+	reloads *prometheus.CounterVec
+	last    prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "twinmq", Subsystem: "config", Name: "reloads_total",
+		Help: "Configuration versions seen, by result: accepted, rejected (the last good one kept serving), unchanged.",
+	}, []string{"result"})
+	last := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "twinmq", Subsystem: "config", Name: "last_accepted_timestamp_seconds",
+		Help: "Unix time of the last accepted configuration version.",
+	})
+	var err error
+	if reloads, err = register(reg, reloads); err != nil {
+		return nil, err
+	}
+	if last, err = register(reg, last); err != nil {
+		return nil, err
+	}
+	return &metrics{reloads: reloads, last: last}, nil
+}
+
+// register registers c, or reuses the collector already registered under
+// the same name, so several Watchers may share one Registerer.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("config: register metrics: %w", err)
+	}
+	return c, nil
+}
+
+func (m *metrics) count(result string) {
+	if m != nil {
+		m.reloads.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *metrics) accepted() {
+	if m != nil {
+		m.last.SetToCurrentTime()
+	}
+}
