@@ -29,3 +29,27 @@ bench-store:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./internal/store/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCQEntry -fuzztime 30s ./internal/store/
+
+# Regenerate internal/pb from proto/ with pinned generators. The Go plugins are
+# installed into .bin (git-ignored); protoc is Debian's protobuf-compiler.
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+PROTO_BIN                  := $(CURDIR)/.bin
+MODULE                     := github.com/twinmq/twinmq
+
+proto:
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
+	GOBIN=$(PROTO_BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(PROTO_BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH=$(PROTO_BIN):$$PATH protoc -I proto \
+	  --go_out=. --go_opt=module=$(MODULE) \
+	  --go-grpc_out=. --go-grpc_opt=module=$(MODULE) \
+	  proto/apache/rocketmq/v2/definition.proto proto/apache/rocketmq/v2/service.proto \
+	  proto/twinmq/forward/v1/forward.proto
+	$(GO) build ./internal/pb/...
+
+# The wire suite against a real Apache RocketMQ 5.4.0 (fetched from Maven
+# Central, run in a loopback-only network namespace; needs root or
+# unprivileged user namespaces, Java 17+ and Maven). See interop/README.md.
+interop:
+	bash interop/run.sh

@@ -1,0 +1,74 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the collectors of a Picker on the caller's Registerer. Several
+// pickers (one per logic topic, say) share one set of collectors on a
+// registry, told apart by the "picker" label.
+type metrics struct {
+	weight *prometheus.GaugeVec
+	downs  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	weight := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "twinmq",
+		Subsystem: "failover",
+		Name:      "weight",
+		Help:      "Current health weight of a failover resource.",
+	}, []string{"picker", "resource"})
+	downs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "twinmq",
+		Subsystem: "failover",
+		Name:      "down_total",
+		Help:      "Times a failover resource fell to its minimum weight.",
+	}, []string{"picker", "resource"})
+	var err error
+	if weight, err = register(reg, weight); err != nil {
+		return nil, err
+	}
+	if downs, err = register(reg, downs); err != nil {
+		return nil, err
+	}
+	return &metrics{weight: weight, downs: downs}, nil
+}
+
+// register registers c, or returns the collector of the same description a
+// picker registered before.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("registering metrics: %w: %w", ErrInvalidConfig, err)
+}
+
+// attach gives n its series and sets them to its current state.
+func (m *metrics) attach(picker string, n *node) {
+	if m == nil {
+		return
+	}
+	n.gauge = m.weight.WithLabelValues(picker, n.key)
+	n.downs = m.downs.WithLabelValues(picker, n.key)
+	n.gauge.Set(n.load())
+}
+
+// detach removes n's series once its key left the set.
+func (m *metrics) detach(picker string, n *node) {
+	if m == nil {
+		return
+	}
+	m.weight.DeleteLabelValues(picker, n.key)
+	m.downs.DeleteLabelValues(picker, n.key)
+}

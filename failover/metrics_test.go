@@ -1,0 +1,49 @@
+package failover
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMetricsFollowWeights(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	cfg := noRecovery[string]()
+	cfg.Registerer = reg
+	cfg.Name = "orders"
+	p := newPicker(t, []Resource[string]{{Key: "a"}, {Key: "b", InitWeight: 30}}, cfg)
+
+	// A second picker on the same registry shares the collectors.
+	cfg2 := cfg
+	cfg2.Name = "payments"
+	q := newPicker(t, []Resource[string]{{Key: "a"}}, cfg2)
+
+	m := p.met
+	require.Equal(t, 100.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "a")))
+	require.Equal(t, 30.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "b")))
+
+	a := lookup(t, p, "a")
+	p.Failure(a, errBoom)
+	require.Equal(t, 50.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "a")))
+	require.Equal(t, 100.0, testutil.ToFloat64(m.weight.WithLabelValues("payments", "a")))
+	failN(p, a, 6)
+	require.Equal(t, 0.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "a")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.downs.WithLabelValues("orders", "a")))
+
+	// Removing a key removes its series.
+	require.NoError(t, p.Update([]Resource[string]{{Key: "a"}}))
+	n, err := testutil.GatherAndCount(reg)
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "a weight and a down series for orders/a and payments/a")
+
+	// Close removes the picker's series.
+	q.Close()
+	n, err = testutil.GatherAndCount(reg)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}

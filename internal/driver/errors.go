@@ -1,0 +1,232 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/twinmq/twinmq/internal/pb/rmqpb"
+)
+
+// Error classes. Every error the driver returns for a failed call is an
+// *Error whose class is one of these, so callers test the class with
+// errors.Is and read the details (status code, RPC, endpoint) with errors.As.
+var (
+	// ErrBadRequest: the request is malformed or names something invalid
+	// (topic, group, tag, receipt handle, ...). Retrying cannot help.
+	ErrBadRequest = errors.New("bad request")
+	// ErrUnauthorized: credentials are missing or wrong.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: the credentials are valid but lack the permission.
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotFound: the topic, group or message does not exist on that server.
+	ErrNotFound = errors.New("not found")
+	// ErrTooLarge: a body, the properties or the whole request is too large.
+	ErrTooLarge = errors.New("too large")
+	// ErrTooManyRequests: the server throttled the call; back off and retry.
+	ErrTooManyRequests = errors.New("too many requests")
+	// ErrInternal: the server failed while handling the call.
+	ErrInternal = errors.New("internal server error")
+	// ErrTimeout: the server or the per-call request timeout gave up.
+	ErrTimeout = errors.New("timeout")
+	// ErrUnavailable: the endpoint cannot be reached (transport failure).
+	ErrUnavailable = errors.New("unavailable")
+	// ErrUnsupported: the server does not implement what was asked, or it
+	// answered a status code this driver does not know.
+	ErrUnsupported = errors.New("unsupported")
+	// ErrCorrupted: a received message failed its body digest check or could
+	// not be decoded.
+	ErrCorrupted = errors.New("message corrupted")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("driver client closed")
+	// ErrInvalidConfig: Config.validate rejected the configuration.
+	ErrInvalidConfig = errors.New("invalid driver config")
+)
+
+// Error describes one failed call: the RocketMQ status code (or the gRPC
+// code for transport failures), the server's message, the RPC and the
+// endpoint. errors.Is(err, ErrX) matches its class.
+type Error struct {
+	// Code is the protocol status code; CODE_UNSPECIFIED for failures that
+	// never produced a status (transport errors, client-side checks).
+	Code rmqpb.Code
+	// GRPCCode is the gRPC status code when the failure was on the
+	// transport or the server rejected the call before answering in-body.
+	GRPCCode codes.Code
+	// Message is the server's explanation, or the client-side one.
+	Message string
+	// RPC is the method name, e.g. "SendMessage".
+	RPC string
+	// Endpoint is the "host:port" the call went to.
+	Endpoint string
+
+	class error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("rocketmq ")
+	b.WriteString(e.RPC)
+	if e.Endpoint != "" {
+		b.WriteString(" to ")
+		b.WriteString(e.Endpoint)
+	}
+	b.WriteString(": ")
+	switch {
+	case e.Code != rmqpb.Code_CODE_UNSPECIFIED:
+		fmt.Fprintf(&b, "%s (%d)", e.Code.String(), int32(e.Code))
+	case e.GRPCCode != codes.OK:
+		fmt.Fprintf(&b, "grpc %s", e.GRPCCode.String())
+	default:
+		b.WriteString(e.class.Error())
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Is reports whether target is the class of e.
+func (e *Error) Is(target error) bool { return e.class != nil && target == e.class }
+
+// Class returns the sentinel class of e (ErrBadRequest, ...).
+func (e *Error) Class() error { return e.class }
+
+// Retryable reports whether retrying the same request on another endpoint
+// (or the same one later) can succeed: transport failures, timeouts,
+// throttling and server-side internal errors. Caller mistakes (bad request,
+// auth, too large, not found, unsupported) and the caller's own context
+// ending are not retryable.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	for _, c := range [...]error{ErrUnavailable, ErrTimeout, ErrTooManyRequests, ErrInternal} {
+		if errors.Is(err, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// codeClass maps a protocol status code to its error class. OK,
+// MULTIPLE_RESULTS and CODE_UNSPECIFIED map to nil.
+func codeClass(c rmqpb.Code) error {
+	n := int32(c)
+	switch {
+	case c == rmqpb.Code_OK || c == rmqpb.Code_MULTIPLE_RESULTS || c == rmqpb.Code_CODE_UNSPECIFIED:
+		return nil
+	case n >= 40000 && n < 40100:
+		return ErrBadRequest
+	case n == 40100:
+		return ErrUnauthorized
+	case n == 40200 || n == 40300:
+		return ErrForbidden
+	case n >= 40400 && n < 40500:
+		return ErrNotFound
+	case n == 40800:
+		return ErrTimeout
+	case c == rmqpb.Code_MESSAGE_BODY_EMPTY:
+		return ErrBadRequest
+	case n >= 41300 && n < 41400, n >= 43100 && n < 43200:
+		return ErrTooLarge
+	case c == rmqpb.Code_PRECONDITION_FAILED:
+		return ErrBadRequest
+	case n >= 42900 && n < 43000:
+		return ErrTooManyRequests
+	case n >= 50000 && n < 50100:
+		return ErrInternal
+	case n >= 50400 && n < 50500:
+		return ErrTimeout
+	case n >= 50100 && n < 50200, n >= 50500 && n < 50600:
+		return ErrUnsupported
+	case c == rmqpb.Code_FAILED_TO_CONSUME_MESSAGE:
+		return ErrInternal
+	default:
+		return ErrUnsupported
+	}
+}
+
+// statusSucceeded reports whether a Status means success. A nil Status is
+// treated as a failure by callers that require one.
+func statusSucceeded(s *rmqpb.Status) bool {
+	c := s.GetCode()
+	return c == rmqpb.Code_OK || c == rmqpb.Code_MULTIPLE_RESULTS
+}
+
+// statusError turns a non-success Status into an *Error. It returns nil for
+// success codes.
+func statusError(s *rmqpb.Status, rpc, endpoint string) error {
+	if s == nil {
+		return &Error{RPC: rpc, Endpoint: endpoint, Message: "response carries no status", class: ErrInternal}
+	}
+	class := codeClass(s.GetCode())
+	if class == nil {
+		if s.GetCode() == rmqpb.Code_CODE_UNSPECIFIED {
+			return &Error{RPC: rpc, Endpoint: endpoint, Message: "response status has no code", class: ErrInternal}
+		}
+		return nil
+	}
+	return &Error{Code: s.GetCode(), Message: s.GetMessage(), RPC: rpc, Endpoint: endpoint, class: class}
+}
+
+// clientError builds an error found before anything was sent.
+func clientError(class error, rpc, endpoint, format string, args ...any) error {
+	return &Error{RPC: rpc, Endpoint: endpoint, Message: fmt.Sprintf(format, args...), class: class}
+}
+
+// transportError maps an error returned by a gRPC call. callerCtx is the
+// caller's context: when it has ended, its own error is returned (wrapped),
+// so that the caller's cancellation is not mistaken for a sick endpoint.
+func transportError(callerCtx context.Context, err error, rpc, endpoint string) error {
+	if err == nil {
+		return nil
+	}
+	var de *Error
+	if errors.As(err, &de) {
+		return err
+	}
+	if cerr := callerCtx.Err(); cerr != nil {
+		return fmt.Errorf("rocketmq %s to %s: %w", rpc, endpoint, context.Cause(callerCtx))
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return &Error{RPC: rpc, Endpoint: endpoint, Message: err.Error(), class: ErrUnavailable}
+	}
+	return &Error{GRPCCode: st.Code(), Message: st.Message(), RPC: rpc, Endpoint: endpoint, class: grpcClass(st.Code(), st.Message())}
+}
+
+// grpcClass maps a gRPC status code to an error class.
+func grpcClass(c codes.Code, msg string) error {
+	switch c {
+	case codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition, codes.AlreadyExists:
+		return ErrBadRequest
+	case codes.Unauthenticated:
+		return ErrUnauthorized
+	case codes.PermissionDenied:
+		return ErrForbidden
+	case codes.NotFound:
+		return ErrNotFound
+	case codes.ResourceExhausted:
+		if strings.Contains(msg, "larger than max") {
+			return ErrTooLarge
+		}
+		return ErrTooManyRequests
+	case codes.DeadlineExceeded:
+		return ErrTimeout
+	case codes.Unimplemented:
+		return ErrUnsupported
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		return ErrInternal
+	default: // Unavailable, Aborted, Canceled (not by the caller)
+		return ErrUnavailable
+	}
+}

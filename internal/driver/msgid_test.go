@@ -1,0 +1,90 @@
+package driver
+
+import (
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMessageIDLayoutRoundTrip(t *testing.T) {
+	g := newGenerator([]byte{0x02, 0x42, 0xac, 0x11, 0x00, 0x02}, 0x1f2e)
+	at := time.Date(2026, 11, 22, 0, 15, 7, 0, time.UTC)
+	id := g.next(at)
+	assert.Regexp(t, regexp.MustCompile(`^01[0-9A-F]{32}$`), id)
+	assert.Equal(t, "010242AC1100021F2E", id[:18])
+
+	info, err := ParseMessageID(id)
+	require.NoError(t, err)
+	assert.Equal(t, "02:42:ac:11:00:02", info.MAC.String())
+	assert.Equal(t, uint16(0x1f2e), info.PID)
+	assert.True(t, info.Time.Equal(at), "time %v", info.Time)
+	assert.Equal(t, uint32(0), info.Sequence)
+
+	next, err := ParseMessageID(g.next(at))
+	require.NoError(t, err)
+	assert.Equal(t, uint32(1), next.Sequence)
+}
+
+func TestMessageIDsAreUnique(t *testing.T) {
+	g := NewMessageIDGenerator()
+	seen := map[string]bool{}
+	for range 10000 {
+		id := g.Next()
+		require.False(t, seen[id], "duplicate %s", id)
+		seen[id] = true
+	}
+}
+
+func TestParseMessageIDRejectsOtherShapes(t *testing.T) {
+	for _, bad := range []string{"", "01", "02" + "00000000000000000000000000000000", "01" + "0000000000000000000000000000000G", "id1,id2"} {
+		_, err := ParseMessageID(bad)
+		assert.True(t, errors.Is(err, ErrBadRequest), "%q: %v", bad, err)
+	}
+}
+
+func FuzzParseMessageID(f *testing.F) {
+	f.Add("010242AC1100021F2E0B5F3A1200000000")
+	f.Add(NewMessageIDGenerator().Next())
+	f.Add("")
+	f.Add("01zz")
+	f.Add("7F000001000078A5000000000000002A")
+	f.Fuzz(func(t *testing.T, s string) {
+		info, err := ParseMessageID(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		// A parsed id re-encodes to itself (modulo hex case).
+		g := newGenerator(info.MAC, info.PID)
+		g.seq.Store(info.Sequence)
+		again := g.next(info.Time)
+		if !equalFoldASCII(again, s) {
+			t.Fatalf("re-encoded %q as %q", s, again)
+		}
+	})
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 32
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 32
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
