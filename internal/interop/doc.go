@@ -1,0 +1,28 @@
+// Package interop holds the integration suite that proves twinmq's wire
+// against a real Apache RocketMQ 5.
+//
+// The tests carry the build tag "interop" and are not part of `make test`:
+// they need a live peer. `make interop` (interop/run.sh) fetches RocketMQ
+// 5.4.0, starts a name server and a broker with the in-process gRPC proxy
+// (Local mode) inside a loopback-only network namespace, creates the topics
+// and groups listed at the top of that script, and runs
+//
+//	go test -count=1 -tags interop ./internal/interop/...
+//
+// inside the same namespace with these variables set:
+//
+//	TWINMQ_INTEROP_ENDPOINT  gRPC endpoint of the proxy, host:port
+//	TWINMQ_INTEROP_NAMESRV   name server address, host:port
+//	TWINMQ_INTEROP_CLUSTER   the broker cluster's name
+//
+// Design decisions:
+//
+//   - A missing endpoint fails the suite instead of skipping it: a green run
+//     must mean the peer was really exercised.
+//   - The wire smoke test speaks the generated protocol directly, without
+//     the driver, so a harness failure and a driver bug are never confused.
+//   - The shared suite (the driver against the embedded broker and against
+//     the real one, with the same assertions) lives in the files of this
+//     package that carry the interop tag; it reads its backend from the
+//     variables above.
+package interop

@@ -1,0 +1,457 @@
+#!/usr/bin/env bash
+# Runs the interop suite against a real Apache RocketMQ 5 on loopback.
+#
+#   bash interop/run.sh [command...]
+#
+# Steps: fetch the RocketMQ jars pinned in interop/pom.xml (cached outside the
+# repository, retried), create a network namespace that has only `lo`, start
+# the name server and a broker with the in-process gRPC proxy (Local mode) in
+# it, create the topics and groups the suite uses, run the command (default:
+# the Go interop suite) inside the same namespace, then stop every process by
+# its PID and exit with the command's status.
+#
+# Why a namespace: the proxy's gRPC (8081), proxy remoting (8080) and broker
+# HA (10912) ports always listen on every interface, whatever the config says.
+# In a private namespace nothing is reachable from outside, and two runs on one
+# machine cannot collide on ports.
+#
+# A peer that does not start fails the run loudly with the tail of its logs;
+# nothing here ever skips.
+#
+# Environment (all optional):
+#   TWINMQ_INTEROP_CACHE   jar cache dir (default ~/.cache/twinmq-interop)
+#   TWINMQ_INTEROP_KEEP=1  keep the temp dir (store, logs) after the run
+#   TWINMQ_INTEROP_STOP_GRACE  seconds between SIGTERM and SIGKILL (default 3)
+#   MVN, JAVA              the maven and java executables to use
+set -euo pipefail
+
+# ---------------------------------------------------------------- settings --
+
+ROCKETMQ_VERSION=5.4.0 # keep in step with interop/pom.xml
+CLUSTER=DefaultCluster
+BROKER_NAME=broker-a
+NAMESRV_PORT=9876
+BROKER_PORT=10911
+GRPC_PORT=8081
+PROXY_REMOTING_PORT=8080
+
+# Topics the suite uses, as NAME:MESSAGE_TYPE (NORMAL, FIFO, DELAY,
+# TRANSACTION or MIXED). The proxy checks the message type against it.
+INTEROP_TOPICS=(
+	interop_normal:NORMAL
+	interop_fifo:FIFO
+	interop_delay:DELAY
+	interop_tx:TRANSACTION
+)
+
+# Consumer groups, as NAME:ORDERLY[:RETRY_MAX_TIMES]. ORDERLY true makes a
+# FIFO group. RETRY_MAX_TIMES bounds redeliveries before the dead-letter queue
+# (the proxy reports max_attempts = RETRY_MAX_TIMES + 1); the broker default
+# of 16 would make a dead-letter test take far too long, hence the small value
+# on interop_dlq_group.
+INTEROP_GROUPS=(
+	interop_group:false
+	interop_fifo_group:true
+	interop_dlq_group:false:2
+)
+
+# JVM flags: small fixed heaps so the peer fits next to the tests on a small
+# machine; -Duser.home moves the logs into the run's temp dir.
+NAMESRV_JVM=(-server -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxDirectMemorySize=256m)
+BROKER_JVM=(-server -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxDirectMemorySize=512m)
+# The admin tool is a short-lived client: C1 only and a serial GC start fast.
+ADMIN_JVM=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1)
+
+NAMESRV_START_TIMEOUT=90
+BROKER_START_TIMEOUT=180
+STOP_GRACE=${TWINMQ_INTEROP_STOP_GRACE:-3}
+DOWNLOAD_ATTEMPTS=3
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+POM=$ROOT/interop/pom.xml
+CONF_DIR=$ROOT/interop/conf
+CACHE_DIR=${TWINMQ_INTEROP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twinmq-interop}
+LIB_DIR=$CACHE_DIR/rocketmq-$ROCKETMQ_VERSION/lib
+MVN=${MVN:-mvn}
+JAVA=${JAVA:-java}
+
+if (($# > 0)); then
+	TEST_CMD=("$@")
+else
+	TEST_CMD=(go test -count=1 -tags interop ./internal/interop/...)
+fi
+
+# ----------------------------------------------------------------- helpers --
+
+log() { printf '[interop %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "FAIL: $*"
+	exit 1
+}
+now_ms() { date +%s%3N; }
+# phase NAME START_MS prints how long a phase took, and keeps it for the summary.
+PHASES=()
+phase() {
+	local ms=$(($(now_ms) - $2))
+	PHASES+=("$(printf '%-10s %6d.%03d s' "$1" $((ms / 1000)) $((ms % 1000)))")
+	log "phase $1 took $((ms / 1000)).$(printf '%03d' $((ms % 1000))) s"
+}
+
+# alive PID: running and not a zombie (our own children stay zombies until
+# reaped, and `kill -0` still succeeds on them).
+alive() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+	[[ -n $st && $st != Z* ]]
+}
+
+rss_mib() {
+	local kb
+	kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null) || kb=
+	if [[ -n $kb ]]; then echo "$((kb / 1024)) MiB"; else echo "n/a"; fi
+}
+
+render() { # render TEMPLATE OUT
+	sed -e "s|@CLUSTER@|$CLUSTER|g" \
+		-e "s|@BROKER_NAME@|$BROKER_NAME|g" \
+		-e "s|@NAMESRV_PORT@|$NAMESRV_PORT|g" \
+		-e "s|@BROKER_PORT@|$BROKER_PORT|g" \
+		-e "s|@GRPC_PORT@|$GRPC_PORT|g" \
+		-e "s|@PROXY_REMOTING_PORT@|$PROXY_REMOTING_PORT|g" \
+		-e "s|@STORE_DIR@|$WORK/store|g" \
+		"$1" >"$2"
+	if grep -q '@[A-Z_]*@' "$2"; then die "unrendered placeholder in $2"; fi
+}
+
+# ------------------------------------------------------- process tracking --
+
+NS_PID=
+NAMESRV_PID=
+BROKER_PID=
+ADMIN_PIDS=()
+ADMIN_PID=
+STAGING=
+WORK=
+NS_ENTER=()
+
+# show_logs NAME STDOUT_FILE LOGFILE...: the tail of a peer's logs, for a
+# failure that must be diagnosable from the CI output alone.
+show_logs() {
+	local name=$1 f
+	shift
+	for f in "$@"; do
+		[[ -s $f ]] || continue
+		printf '\n----- %s: tail of %s -----\n' "$name" "${f#"$WORK"/}" >&2
+		tail -n 40 "$f" >&2
+	done
+}
+
+# stop_pids PID...: SIGTERM, a short grace, then SIGKILL. The proxy needs about
+# 20 s for a graceful stop; its data is thrown away anyway, so it gets a few
+# seconds only.
+stop_pids() {
+	local pid left deadline
+	local -a live=()
+	for pid in "$@"; do
+		if [[ -n $pid ]] && alive "$pid"; then live+=("$pid"); fi
+	done
+	((${#live[@]})) || return 0
+	kill -TERM "${live[@]}" 2>/dev/null || true
+	deadline=$(($(now_ms) + STOP_GRACE * 1000))
+	while (($(now_ms) < deadline)); do
+		left=0
+		for pid in "${live[@]}"; do
+			if alive "$pid"; then left=1; fi
+		done
+		((left)) || break
+		sleep 0.1
+	done
+	for pid in "${live[@]}"; do
+		if alive "$pid"; then
+			log "pid $pid still up after ${STOP_GRACE}s: SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	done
+	for pid in "${live[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+
+# stop_now PID: for a process whose result is already in: no grace.
+stop_now() {
+	kill -KILL "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	local t0
+	t0=$(now_ms)
+	stop_pids "${ADMIN_PIDS[@]}" "$BROKER_PID" "$NAMESRV_PID"
+	stop_pids "$NS_PID"
+	if [[ -n $STAGING ]]; then rm -rf "$STAGING"; fi
+	if [[ -n $WORK ]]; then
+		if [[ ${TWINMQ_INTEROP_KEEP:-0} == 1 ]]; then
+			log "kept $WORK"
+		else
+			rm -rf "$WORK"
+		fi
+	fi
+	phase stop "$t0"
+	if ((${#PHASES[@]})); then
+		log "timings:"
+		printf '    %s\n' "${PHASES[@]}" >&2
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ------------------------------------------------------------- 1. download --
+
+for tool in "$JAVA" "$MVN" unshare nsenter; do
+	command -v "$tool" >/dev/null || die "$tool not found (needs Java 17+, Maven, util-linux)"
+done
+
+RUN_START=$(now_ms)
+t0=$(now_ms)
+# The stamp holds the pom's hash so editing the pom refreshes the jar set.
+POM_SUM=$(sha256sum "$POM" | cut -d' ' -f1)
+STAMP=$LIB_DIR/.pom-sha256
+if [[ -f $STAMP && $(cat "$STAMP") == "$POM_SUM" ]]; then
+	log "RocketMQ $ROCKETMQ_VERSION jars cached in $LIB_DIR"
+else
+	log "fetching RocketMQ $ROCKETMQ_VERSION jars into $LIB_DIR"
+	mkdir -p "$CACHE_DIR"
+	STAGING=$(mktemp -d "$CACHE_DIR/.lib.XXXXXX")
+	ok=0
+	for attempt in $(seq 1 "$DOWNLOAD_ATTEMPTS"); do
+		if "$MVN" -q -B -f "$POM" dependency:copy-dependencies \
+			-DincludeScope=runtime -DoutputDirectory="$STAGING"; then
+			ok=1
+			break
+		fi
+		log "download attempt $attempt/$DOWNLOAD_ATTEMPTS failed"
+		if ((attempt < DOWNLOAD_ATTEMPTS)); then sleep $((attempt * 5)); fi
+	done
+	if ((!ok)); then
+		rm -rf "$STAGING"
+		die "could not download RocketMQ $ROCKETMQ_VERSION after $DOWNLOAD_ATTEMPTS attempts"
+	fi
+	for jar in namesrv broker proxy tools; do
+		[[ -f $STAGING/rocketmq-$jar-$ROCKETMQ_VERSION.jar ]] ||
+			die "rocketmq-$jar-$ROCKETMQ_VERSION.jar missing after download"
+	done
+	echo "$POM_SUM" >"$STAGING/.pom-sha256"
+	# Swap in the complete set only, so an interrupted download is never used.
+	rm -rf "$LIB_DIR"
+	mkdir -p "$(dirname "$LIB_DIR")"
+	mv "$STAGING" "$LIB_DIR"
+	STAGING=
+fi
+phase download "$t0"
+CP="$LIB_DIR/*"
+
+# The test command runs without network access: fetch Go modules now. A
+# failure here is only a warning; the command itself reports what is missing.
+if [[ ${TEST_CMD[0]} == go ]]; then
+	(cd "$ROOT" && go mod download) || log "warning: go mod download failed"
+fi
+
+# ------------------------------------------------------------ 2. namespace --
+
+t0=$(now_ms)
+WORK=$(mktemp -d -t twinmq-interop.XXXXXX)
+mkdir -p "$WORK/namesrv" "$WORK/broker" "$WORK/admin" "$WORK/store" "$WORK/conf"
+
+# If this script is killed outright (SIGKILL, no trap runs), the peers and
+# the namespace holder must not outlive it: where setpriv can set a parent
+# death signal, every long-lived child is started with one. Its parent is
+# this shell, because unshare, nsenter and setpriv all exec their command.
+ORPHAN_GUARD=()
+if command -v setpriv >/dev/null && setpriv --pdeathsig KILL true 2>/dev/null; then
+	ORPHAN_GUARD=(setpriv --pdeathsig KILL --)
+fi
+
+# unshare execs the holder, so $! is a process that lives in the namespace.
+# As root a plain network namespace is enough; otherwise a user namespace
+# that maps us to root inside it (needs unprivileged user namespaces).
+if ((EUID == 0)); then
+	unshare --net "${ORPHAN_GUARD[@]}" sleep infinity &
+	NS_PID=$!
+	NS_ENTER=(nsenter -t "$NS_PID" -n --)
+else
+	unshare --user --map-root-user --net "${ORPHAN_GUARD[@]}" sleep infinity &
+	NS_PID=$!
+	NS_ENTER=(nsenter -t "$NS_PID" -U -n --preserve-credentials --)
+fi
+# Wait until the holder has really switched namespaces.
+for _ in $(seq 1 50); do
+	alive "$NS_PID" || die "could not create a network namespace (unshare failed)"
+	[[ $(readlink "/proc/$NS_PID/ns/net") != $(readlink /proc/self/ns/net) ]] && break
+	sleep 0.02
+done
+[[ $(readlink "/proc/$NS_PID/ns/net") != $(readlink /proc/self/ns/net) ]] ||
+	die "namespace holder $NS_PID is still in the host network namespace"
+if command -v ip >/dev/null; then
+	"${NS_ENTER[@]}" ip link set lo up
+elif command -v ifconfig >/dev/null; then
+	"${NS_ENTER[@]}" ifconfig lo up
+else
+	die "neither ip nor ifconfig found to bring up lo in the namespace"
+fi
+if command -v ip >/dev/null; then
+	log "namespace holder pid $NS_PID, interfaces: $("${NS_ENTER[@]}" ip -o link show | awk -F': ' '{printf "%s ", $2}')"
+fi
+phase namespace "$t0"
+
+render "$CONF_DIR/namesrv.properties.tmpl" "$WORK/conf/namesrv.properties"
+render "$CONF_DIR/broker.conf.tmpl" "$WORK/conf/broker.conf"
+render "$CONF_DIR/rmq-proxy.json.tmpl" "$WORK/conf/rmq-proxy.json"
+
+# Each process gets its own home, so the log tails printed on a failure
+# belong to the process that failed (RocketMQ logs under user.home).
+NAMESRV_HOME=(-Duser.home="$WORK/namesrv" -Drocketmq.home.dir="$WORK/namesrv")
+BROKER_HOME=(-Duser.home="$WORK/broker" -Drocketmq.home.dir="$WORK/broker")
+ADMIN_HOME=(-Duser.home="$WORK/admin" -Drocketmq.home.dir="$WORK/admin")
+NAMESRV_LOGS=$WORK/namesrv/logs/rocketmqlogs
+BROKER_LOGS=$WORK/broker/logs/rocketmqlogs
+
+# wait_ready NAME PID TIMEOUT PATTERN STDOUT LOGFILE...
+wait_ready() {
+	local name=$1 pid=$2 timeout=$3 pattern=$4 out=$5
+	shift 5
+	local deadline=$(($(now_ms) + timeout * 1000))
+	while (($(now_ms) < deadline)); do
+		if grep -q "$pattern" "$out" 2>/dev/null; then return 0; fi
+		if ! alive "$pid"; then
+			show_logs "$name" "$out" "$@"
+			die "$name (pid $pid) exited before it was ready"
+		fi
+		sleep 0.1
+	done
+	show_logs "$name" "$out" "$@"
+	die "$name (pid $pid) not ready after ${timeout}s (waited for '$pattern')"
+}
+
+# --------------------------------------------------------------- 3. peers --
+
+t0=$(now_ms)
+"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${NAMESRV_JVM[@]}" "${NAMESRV_HOME[@]}" -cp "$CP" \
+	org.apache.rocketmq.namesrv.NamesrvStartup -c "$WORK/conf/namesrv.properties" \
+	>"$WORK/namesrv.out" 2>&1 &
+NAMESRV_PID=$!
+wait_ready namesrv "$NAMESRV_PID" "$NAMESRV_START_TIMEOUT" 'boot success' \
+	"$WORK/namesrv.out" "$NAMESRV_LOGS/namesrv.log"
+phase namesrv "$t0"
+
+t0=$(now_ms)
+"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${BROKER_JVM[@]}" "${BROKER_HOME[@]}" -cp "$CP" \
+	org.apache.rocketmq.proxy.ProxyStartup -pm Local \
+	-pc "$WORK/conf/rmq-proxy.json" -bc "$WORK/conf/broker.conf" \
+	-n "127.0.0.1:$NAMESRV_PORT" \
+	>"$WORK/broker.out" 2>&1 &
+BROKER_PID=$!
+wait_ready broker+proxy "$BROKER_PID" "$BROKER_START_TIMEOUT" 'startup successfully' \
+	"$WORK/broker.out" "$BROKER_LOGS/proxy.log" "$BROKER_LOGS/broker.log"
+phase broker "$t0"
+log "peer up: namesrv pid $NAMESRV_PID ($(rss_mib "$NAMESRV_PID")), broker+proxy pid $BROKER_PID ($(rss_mib "$BROKER_PID"))"
+
+# -------------------------------------------------------------- 4. admin --
+
+# admin_start OUT ARGS...: starts one MQAdminStartup command in the
+# background as a direct child (so ADMIN_PID is the JVM itself and cleanup can
+# stop it by PID). admin_ok OUT: the tool exits 0 even when the command
+# failed, so success is read from its output.
+admin_start() {
+	local out=$1
+	shift
+	"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${ADMIN_JVM[@]}" "${ADMIN_HOME[@]}" -cp "$CP" \
+		org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "127.0.0.1:$NAMESRV_PORT" \
+		>"$out" 2>&1 &
+	ADMIN_PID=$!
+}
+admin_ok() { grep -q 'success\.' "$1"; }
+
+t0=$(now_ms)
+ADMIN_CMDS=()
+for spec in "${INTEROP_TOPICS[@]}"; do
+	name=${spec%%:*}
+	type=${spec#*:}
+	ADMIN_CMDS+=("updateTopic -c $CLUSTER -t $name -a +message.type=$type")
+done
+for spec in "${INTEROP_GROUPS[@]}"; do
+	IFS=: read -r name orderly retries <<<"$spec"
+	cmd="updateSubGroup -c $CLUSTER -g $name -o $orderly"
+	if [[ -n ${retries:-} ]]; then cmd+=" -r $retries"; fi
+	ADMIN_CMDS+=("$cmd")
+done
+
+# All commands run at once, each retried: right after start the broker may
+# not be registered with the name server yet ("Make sure the specified
+# clusterName exists"). An admin JVM has done its work when it prints
+# "success" (about a second in) but then idles for several seconds joining
+# its client threads, so it is stopped as soon as the line is there (one
+# line per master broker; this peer has one).
+ADMIN_ATTEMPTS=20
+declare -A admin_try=()
+pending=("${!ADMIN_CMDS[@]}")
+ADMIN_PIDS=()
+while ((${#pending[@]} + ${#ADMIN_PIDS[@]} > 0)); do
+	for i in "${pending[@]}"; do
+		admin_try[$i]=$((${admin_try[$i]:-0} + 1))
+		read -ra args <<<"${ADMIN_CMDS[i]}"
+		admin_start "$WORK/admin-$i.out" "${args[@]}"
+		ADMIN_PIDS[i]=$ADMIN_PID
+	done
+	pending=()
+	sleep 0.2
+	for i in "${!ADMIN_PIDS[@]}"; do
+		pid=${ADMIN_PIDS[i]}
+		if admin_ok "$WORK/admin-$i.out"; then
+			stop_now "$pid"
+			unset "ADMIN_PIDS[i]"
+			log "admin ${ADMIN_CMDS[i]}"
+		elif ! alive "$pid"; then
+			wait "$pid" 2>/dev/null || true
+			unset "ADMIN_PIDS[i]"
+			if ((${admin_try[$i]} >= ADMIN_ATTEMPTS)); then
+				show_logs admin "$WORK/admin-$i.out"
+				die "admin ${ADMIN_CMDS[i]} failed $ADMIN_ATTEMPTS times"
+			fi
+			pending+=("$i")
+		fi
+	done
+	if ((${#pending[@]})); then sleep 1; fi
+done
+phase admin "$t0"
+
+# --------------------------------------------------------------- 5. tests --
+
+t0=$(now_ms)
+log "running inside the namespace: ${TEST_CMD[*]}"
+set +e
+(cd "$ROOT" && "${NS_ENTER[@]}" env \
+	TWINMQ_INTEROP_ENDPOINT="127.0.0.1:$GRPC_PORT" \
+	TWINMQ_INTEROP_NAMESRV="127.0.0.1:$NAMESRV_PORT" \
+	TWINMQ_INTEROP_CLUSTER="$CLUSTER" \
+	"${TEST_CMD[@]}")
+status=$?
+set -e
+phase tests "$t0"
+
+# Both peers must have survived the suite: a crash during it is a failure of
+# the run even if the command did not notice.
+for p in "namesrv:$NAMESRV_PID" "broker+proxy:$BROKER_PID"; do
+	if ! alive "${p#*:}"; then
+		show_logs "${p%%:*}" "$WORK/${p%%[:+]*}.out"
+		die "${p%%:*} (pid ${p#*:}) died during the tests"
+	fi
+done
+log "after tests: namesrv $(rss_mib "$NAMESRV_PID"), broker+proxy $(rss_mib "$BROKER_PID")"
+ms=$(($(now_ms) - RUN_START))
+log "command exited with status $status; $((ms / 1000)).$(printf '%03d' $((ms % 1000))) s before shutdown"
+if ((status != 0)); then
+	show_logs broker+proxy "$BROKER_LOGS/proxy.log" "$BROKER_LOGS/broker.log"
+fi
+exit "$status"
