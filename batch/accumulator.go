@@ -1,0 +1,327 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Result is the outcome of one item of a batch.
+type Result[R any] struct {
+	Value R
+	Err   error
+}
+
+// FlushFunc sends one batch of key. It returns either a non-nil error, which
+// every item of the batch receives, or exactly len(items) results, one per
+// item in the same order. It must honour ctx (cancelled only when Close gives
+// up) and must not keep items after it returns. Calls for different keys run
+// concurrently; calls for one key at most MaxInflightPerKey at a time. It may
+// add items for other keys, but an Add for its own key would wait for
+// itself.
+type FlushFunc[K comparable, T, R any] func(ctx context.Context, key K, items []T) ([]Result[R], error)
+
+// Accumulator batches items per key and flushes them with a FlushFunc. It is
+// safe for concurrent use. See the package doc for when batches leave.
+type Accumulator[K comparable, T, R any] struct {
+	fn          FlushFunc[K, T, R]
+	log         *zap.Logger
+	metrics     *metrics
+	cfg         Config // normalized; its Limits are the initial ones
+	limits      atomic.Pointer[Limits]
+	budget      *budget
+	maxInflight int
+	linger      bool
+	failFast    bool
+	epoch       time.Time
+
+	mu     sync.RWMutex
+	queues map[K]*queue[K, T, R]
+
+	// outstanding counts accepted items whose outcome is not delivered yet.
+	outstanding atomic.Int64
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	drainOnce   sync.Once
+	drained     chan struct{}
+	stop        chan struct{}
+	tickerDone  chan struct{}
+	limitsSet   chan struct{} // wakes the ticker to pick up a new MaxDelay
+
+	flushCtx    context.Context
+	cancelFlush context.CancelFunc
+
+	entries sync.Pool
+	batches sync.Pool
+}
+
+// New validates cfg, registers its metrics and starts the accumulator's
+// ticker. Close releases it.
+func New[K comparable, T, R any](cfg Config, fn FlushFunc[K, T, R]) (*Accumulator[K, T, R], error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil flush function", ErrInvalidConfig)
+	}
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	a := &Accumulator[K, T, R]{
+		fn:          fn,
+		log:         cfg.Logger,
+		cfg:         cfg,
+		budget:      newBudget(cfg.TotalBatchMaxBytes),
+		maxInflight: cfg.MaxInflightPerKey,
+		linger:      cfg.Linger,
+		failFast:    cfg.FailFast,
+		epoch:       time.Now(),
+		queues:      make(map[K]*queue[K, T, R]),
+		drained:     make(chan struct{}),
+		stop:        make(chan struct{}),
+		tickerDone:  make(chan struct{}),
+		limitsSet:   make(chan struct{}, 1),
+	}
+	lim := cfg.Limits
+	a.limits.Store(&lim)
+	a.metrics, err = newMetrics(cfg.Registerer, func() float64 { return float64(a.BufferedBytes()) })
+	if err != nil {
+		return nil, err
+	}
+	a.flushCtx, a.cancelFlush = context.WithCancel(context.Background())
+	a.entries.New = func() any { return &entry[T, R]{done: make(chan struct{}, 1)} }
+	a.batches.New = func() any { return &batch[K, T, R]{} }
+	go a.tickLoop()
+	return a, nil
+}
+
+// Add puts item (of size bytes) into key's buffer and waits for the outcome
+// of its flush. It blocks while TotalBatchMaxBytes is reached (FailFast:
+// returns ErrBufferFull). If the key is idle the flush runs at once on the
+// calling goroutine, and Add returns when the flush function does (the flush
+// function sees the accumulator's context; a flush that must honour callers'
+// deadlines carries them in its items). When ctx ends while the item waits,
+// Add returns ctx's error; an item already in flight may still be delivered.
+func (a *Accumulator[K, T, R]) Add(ctx context.Context, key K, item T, size int) (R, error) {
+	var zero R
+	e, err := a.enqueue(ctx, key, item, size, nil)
+	if err != nil {
+		return zero, err
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		select {
+		case <-e.done:
+		default:
+			// The entry stays with the flusher; it is not reused.
+			return zero, fmt.Errorf("batch: waiting for the flush: %w", ctx.Err())
+		}
+	}
+	res, err := e.res, e.err
+	a.putEntry(e)
+	return res, err
+}
+
+// AddAsync puts item (of size bytes) into key's buffer and returns once it
+// is accepted. It blocks while TotalBatchMaxBytes is reached (FailFast:
+// returns ErrBufferFull). On a nil return cb runs exactly once with the
+// outcome, after the flush, never under a lock (see the package doc for the
+// goroutine); on an error return cb never runs.
+func (a *Accumulator[K, T, R]) AddAsync(ctx context.Context, key K, item T, size int, cb func(R, error)) error {
+	if cb == nil {
+		return ErrNilCallback
+	}
+	_, err := a.enqueue(ctx, key, item, size, cb)
+	return err
+}
+
+// BufferedBytes returns the bytes reserved by accepted items that have not
+// completed yet, buffered or in flight.
+func (a *Accumulator[K, T, R]) BufferedBytes() int64 {
+	return a.budget.used.Load()
+}
+
+// Limits returns the limits in force.
+func (a *Accumulator[K, T, R]) Limits() Limits {
+	return *a.limits.Load()
+}
+
+// SetLimits changes the limits while the accumulator runs (zero fields take
+// their defaults). Items already buffered keep their reservation; batches
+// built from now on use the new caps; a new MaxDelay applies from the next
+// tick. Waiters that can no longer fit under a lowered TotalBatchMaxBytes
+// fail with ErrTooLarge.
+func (a *Accumulator[K, T, R]) SetLimits(l Limits) error {
+	l = l.withDefaults()
+	if err := l.validate(); err != nil {
+		return err
+	}
+	a.limits.Store(&l)
+	a.budget.setLimit(l.TotalBatchMaxBytes)
+	select {
+	case a.limitsSet <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (a *Accumulator[K, T, R]) now() int64 { return int64(time.Since(a.epoch)) }
+
+// enqueue validates, reserves, buffers and, when the policy says so, starts
+// a flush: in place for a synchronous caller, on a new goroutine for an
+// asynchronous one.
+func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size int, cb func(R, error)) (*entry[T, R], error) {
+	if size < 0 {
+		return nil, fmt.Errorf("%w: %d", ErrInvalidSize, size)
+	}
+	if a.closed.Load() {
+		return nil, ErrClosed
+	}
+	n := int64(size)
+	if lim := a.limits.Load(); n > lim.TotalBatchMaxBytes {
+		return nil, fmt.Errorf("%w: %d bytes, TotalBatchMaxBytes %d; split the item or raise the cap", ErrTooLarge, n, lim.TotalBatchMaxBytes)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("batch: add: %w", err)
+	}
+	if err := a.budget.acquire(ctx, n, a.failFast); err != nil {
+		return nil, err
+	}
+	a.outstanding.Add(1)
+	e := a.entries.Get().(*entry[T, R])
+	e.ctx, e.item, e.size, e.cb = ctx, item, n, cb
+
+	q := a.lockQueue(key)
+	if a.closed.Load() {
+		q.mu.Unlock()
+		a.budget.release(n)
+		a.putEntry(e)
+		a.complete(1)
+		return nil, ErrClosed
+	}
+	lim := a.limits.Load()
+	now := a.now()
+	e.at = now
+	q.push(e)
+	var b *batch[K, T, R]
+	if r, ok := a.readyLocked(q, lim, now, false, false); ok {
+		b = a.takeLocked(q, lim, r)
+	}
+	q.mu.Unlock()
+	if b != nil {
+		if cb == nil {
+			a.runInline(b)
+		} else {
+			go a.run(b)
+		}
+	}
+	return e, nil
+}
+
+// lockQueue returns key's queue, locked, creating it if needed.
+func (a *Accumulator[K, T, R]) lockQueue(key K) *queue[K, T, R] {
+	for {
+		a.mu.RLock()
+		q := a.queues[key]
+		a.mu.RUnlock()
+		if q == nil {
+			a.mu.Lock()
+			if q = a.queues[key]; q == nil {
+				q = &queue[K, T, R]{key: key}
+				a.queues[key] = q
+			}
+			a.mu.Unlock()
+		}
+		q.mu.Lock()
+		if !q.dead {
+			return q
+		}
+		q.mu.Unlock()
+	}
+}
+
+// readyLocked applies the policy of the package doc: may q start a batch now,
+// and why. completed says a flush of q just finished. The oldest item must
+// leave at MaxDelay; the ticker starts it half a period early so that its
+// next run is not too late.
+func (a *Accumulator[K, T, R]) readyLocked(q *queue[K, T, R], lim *Limits, now int64, completed, fromTicker bool) (reason, bool) {
+	if len(q.pending) == 0 || q.inflight >= a.maxInflight {
+		return 0, false
+	}
+	if a.closed.Load() {
+		return reasonClose, true
+	}
+	if q.full(lim) {
+		return reasonFull, true
+	}
+	if !a.linger && (q.inflight == 0 || completed) {
+		return reasonIdle, true
+	}
+	hold := int64(lim.MaxDelay)
+	if fromTicker {
+		hold -= int64(lim.tick())
+	}
+	if now-q.pending[0].at >= hold {
+		return reasonTimer, true
+	}
+	return 0, false
+}
+
+func (a *Accumulator[K, T, R]) takeLocked(q *queue[K, T, R], lim *Limits, r reason) *batch[K, T, R] {
+	b := a.batches.Get().(*batch[K, T, R])
+	b.q, b.reason = q, r
+	q.take(b, lim)
+	return b
+}
+
+// Close stops accepting items, flushes everything buffered and waits until
+// every accepted item has its outcome. If ctx ends first it cancels the
+// running flushes, fails the batches not started with ErrClosed and returns
+// ctx's error. Calling Close again waits again.
+func (a *Accumulator[K, T, R]) Close(ctx context.Context) error {
+	a.closeOnce.Do(func() {
+		a.closed.Store(true)
+		a.budget.close()
+		close(a.stop)
+		<-a.tickerDone
+		a.kickAll()
+		if a.outstanding.Load() == 0 {
+			a.drainOnce.Do(func() { close(a.drained) })
+		}
+	})
+	var err error
+	select {
+	case <-a.drained:
+	case <-ctx.Done():
+		a.cancelFlush()
+		err = fmt.Errorf("batch: close: %w", ctx.Err())
+	}
+	a.unregister()
+	return err
+}
+
+func (a *Accumulator[K, T, R]) unregister() {
+	if a.metrics == nil || a.cfg.Registerer == nil {
+		return
+	}
+	for _, c := range a.metrics.collectors {
+		a.cfg.Registerer.Unregister(c)
+	}
+}
+
+// complete records that n accepted items got their outcome.
+func (a *Accumulator[K, T, R]) complete(n int) {
+	if a.outstanding.Add(-int64(n)) == 0 && a.closed.Load() {
+		a.drainOnce.Do(func() { close(a.drained) })
+	}
+}
+
+func (a *Accumulator[K, T, R]) putEntry(e *entry[T, R]) {
+	var zeroT T
+	var zeroR R
+	e.ctx, e.item, e.cb, e.res, e.err = nil, zeroT, nil, zeroR, nil
+	a.entries.Put(e)
+}
