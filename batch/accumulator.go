@@ -182,7 +182,7 @@ func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size 
 	}
 	n := int64(size)
 	if lim := a.limits.Load(); n > lim.TotalBatchMaxBytes {
-		return nil, fmt.Errorf("%w: %d bytes, TotalBatchMaxBytes %d; split the item or raise the cap", ErrTooLarge, n, lim.TotalBatchMaxBytes)
+		return nil, tooLarge(n, lim.TotalBatchMaxBytes)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("batch: add: %w", err)

@@ -57,12 +57,23 @@ func (b *budget) acquire(ctx context.Context, n int64, failFast bool) error {
 		return nil
 	}
 	if failFast {
+		if lim := b.limit.Load(); n > lim {
+			return tooLarge(n, lim)
+		}
 		return fmt.Errorf("%w: %d bytes buffered, cap %d", ErrBufferFull, b.used.Load(), b.limit.Load())
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return ErrClosed
+	}
+	// The caller checked n against the cap it saw, but SetLimits may have
+	// lowered it since. A waiter that can never fit must not join the queue:
+	// at its head it would block every waiter behind it for good. Checked
+	// under mu, so setLimit either sees this waiter queued or we see its cap.
+	if lim := b.limit.Load(); n > lim {
+		b.mu.Unlock()
+		return tooLarge(n, lim)
 	}
 	b.nwait.Add(1)
 	// Retry once the waiter is counted: a release that ran before the count
@@ -146,7 +157,7 @@ func (b *budget) setLimit(limit int64) {
 	for _, w := range b.waiters {
 		if w.n > limit {
 			w.done = true
-			w.err = fmt.Errorf("%w: %d bytes, cap lowered to %d", ErrTooLarge, w.n, limit)
+			w.err = tooLarge(w.n, limit)
 			close(w.ready)
 			b.nwait.Add(-1)
 			continue
@@ -172,4 +183,8 @@ func (b *budget) close() {
 	clear(b.waiters)
 	b.waiters = b.waiters[:0]
 	b.mu.Unlock()
+}
+
+func tooLarge(n, limit int64) error {
+	return fmt.Errorf("%w: %d bytes, TotalBatchMaxBytes %d; split the item or raise the cap", ErrTooLarge, n, limit)
 }

@@ -61,6 +61,29 @@ func TestBudgetLoweredLimitFailsHugeWaiter(t *testing.T) {
 	assert.Zero(t, b.nwait.Load())
 }
 
+// An Add checks its size against the cap it saw; if SetLimits lowered the
+// cap in between, the item must fail with ErrTooLarge instead of queueing at
+// the head, where it would never fit and would starve every waiter behind it.
+func TestBudgetItemOverLoweredLimitDoesNotBlockQueue(t *testing.T) {
+	b := newBudget(100)
+	ctx := context.Background()
+	require.NoError(t, b.acquire(ctx, 50, false))
+	b.setLimit(60)
+
+	huge := make(chan error, 1)
+	go func() { huge <- b.acquire(ctx, 80, false) }()
+	assert.ErrorIs(t, recv(t, huge), ErrTooLarge, "an item over the lowered cap fails at once")
+	assert.ErrorIs(t, b.acquire(ctx, 80, true), ErrTooLarge, "fail-fast says too large, not full")
+
+	small := make(chan error, 1)
+	go func() { small <- b.acquire(ctx, 20, false) }()
+	waitUntil(t, func() bool { return b.nwait.Load() == 1 }, "small waiter queued")
+	b.release(50)
+	assert.NoError(t, recv(t, small), "the waiter behind is served")
+	assert.EqualValues(t, 20, b.used.Load())
+	assert.Zero(t, b.nwait.Load())
+}
+
 func TestBudgetStress(t *testing.T) {
 	b := newBudget(1000)
 	var wg sync.WaitGroup

@@ -58,9 +58,9 @@
 // ConfigMap takes to propagate. Polling costs one stat per interval.
 //
 // A change is read only once the stat has held still for Settle (the
-// debounce), the file is read whole (up to MaxDocumentBytes), and a stat
-// after the read must match the one before, otherwise the read is dropped
-// and the file waits to settle again. So a half-written file is not read; if
+// debounce), the file is read whole (up to MaxDocumentBytes), and the stats
+// taken just before and just after the read must both match the one that
+// settled, otherwise the read is dropped and the file waits to settle again. So a half-written file is not read; if
 // a writer pauses longer than Settle in mid-write, the half file fails to
 // parse and is rejected, and the complete file is read on the next change.
 // Content is hashed: the revision is the hash, and a rewrite with equal bytes

@@ -93,9 +93,15 @@ func (s *fileSource) stat() stamp {
 }
 
 // read returns the whole file, checking that it did not change while being
-// read; ok is false when it did, and the caller waits for it to settle.
-func (s *fileSource) read() (data []byte, st stamp, ok bool, err error) {
+// read; ok is false when it did, and the caller waits for it to settle. With
+// a non-nil want (the stat the poll loop judged settled or unchanged) the
+// file must also still match it when the read starts: a write that began
+// after that poll has not settled, and reading it could catch it half done.
+func (s *fileSource) read(want *stamp) (data []byte, st stamp, ok bool, err error) {
 	st = s.stat()
+	if want != nil && !st.same(*want) {
+		return nil, st, false, nil
+	}
 	if !st.exists {
 		return nil, st, true, fmt.Errorf("config file: %w", st.err)
 	}
@@ -151,9 +157,10 @@ func (s *fileSource) run(ctx context.Context, out chan<- Version) {
 			return false
 		}
 	}
-	// load reads and yields; it reports false when ctx ended.
-	load := func(now time.Time) bool {
-		data, st, stable, err := s.read()
+	// load reads and yields; it reports false when ctx ended. want is the
+	// stat that made the loop decide to read (nil for the first read).
+	load := func(now time.Time, want *stamp) bool {
+		data, st, stable, err := s.read(want)
 		lastRead = now
 		if !stable {
 			pending, since = &st, now
@@ -183,7 +190,7 @@ func (s *fileSource) run(ctx context.Context, out chan<- Version) {
 	// The first version goes out at once, still only if the file holds
 	// still while being read; a file in the middle of a write is retried on
 	// the ticks below.
-	if !load(time.Now()) {
+	if !load(time.Now(), nil) {
 		return
 	}
 	t := time.NewTicker(s.opts.PollInterval)
@@ -207,7 +214,7 @@ func (s *fileSource) run(ctx context.Context, out chan<- Version) {
 			case now.Sub(since) < s.opts.Settle:
 				continue
 			}
-			if !load(now) {
+			if !load(now, &st) {
 				return
 			}
 		}

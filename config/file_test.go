@@ -110,7 +110,10 @@ func TestFileSourceDoesNotReadAHalfWrittenFile(t *testing.T) {
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "twinmq.json")
 	require.NoError(t, os.WriteFile(path, docWithWeight(t, 1), 0o644))
-	src := File(path, FileOptions{PollInterval: 5 * time.Millisecond, Settle: 300 * time.Millisecond, RescanEvery: time.Hour})
+	// Settle is far above the writer's pauses, not just above them: this
+	// test holds only while the writer is never stalled for Settle, and a
+	// loaded machine can stall a goroutine for hundreds of milliseconds.
+	src := File(path, FileOptions{PollInterval: 5 * time.Millisecond, Settle: 2 * time.Second, RescanEvery: time.Hour})
 	ch, err := src.Watch(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, weightOf(next(t, ch)))
@@ -133,6 +136,33 @@ func TestFileSourceDoesNotReadAHalfWrittenFile(t *testing.T) {
 	require.NoError(t, v.Err, "the half-written file must not have been read")
 	assert.Equal(t, 2, weightOf(v))
 	assert.Equal(t, Revision(full), v.Revision)
+}
+
+// The poll loop decides to read on one stat; a write can start between that
+// stat and the read. A truncating writer caught right there leaves an empty or
+// partial file that holds still for the length of the read, so the
+// before/after check alone would pass it: read must also refuse a file that no
+// longer matches the stat it was asked to read.
+func TestFileSourceReadRefusesChangeSinceDecision(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "twinmq.json")
+	require.NoError(t, os.WriteFile(path, docWithWeight(t, 1), 0o644))
+	s := File(path, FileOptions{}).(*fileSource)
+	decided := s.stat()
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0) // the writer has begun
+	require.NoError(t, err)
+	defer f.Close()
+
+	data, st, ok, err := s.read(&decided)
+	require.NoError(t, err)
+	assert.False(t, ok, "a file changed since the decision has not settled")
+	assert.Nil(t, data)
+	assert.Zero(t, st.size, "the caller restarts the settle clock from the new stat")
+
+	data, _, ok, err = s.read(nil)
+	require.NoError(t, err)
+	assert.True(t, ok, "without an expectation the stable empty file is read")
+	assert.Empty(t, data)
 }
 
 func TestFileSourceMissingFileThenCreated(t *testing.T) {

@@ -256,3 +256,22 @@ func TestDocExampleIsValid(t *testing.T) {
 	_, err := Load([]byte(doc))
 	require.NoError(t, err)
 }
+
+// A Config built in code misses the defaults Parse fills in; the problems
+// must say so, or the zero values read as nonsense ("physical topic \"\"").
+func TestValidateTellsCodeBuiltConfigHowToMend(t *testing.T) {
+	c := Default()
+	c.Topics = map[string]Topic{"orders": {Clusters: []Cluster{{Name: "dc1", Endpoints: []string{"h:8081"}}}}}
+	c.Consumers = map[string]Consumer{"g": {}}
+	err := c.Validate()
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	byPath := map[string]string{}
+	for _, p := range ve.Problems {
+		byPath[p.Path] = p.Message
+	}
+	assert.Contains(t, byPath["topics.orders.clusters[0].topic"], `logic topic's name "orders"`)
+	assert.Contains(t, byPath["topics.orders.clusters"], "give one a positive weight")
+	assert.Contains(t, byPath["consumers.g.concurrency"], "defaults a missing one to 16")
+	assert.Contains(t, byPath["consumers.g.maxAttempts"], "defaults a missing one to 16")
+}

@@ -172,7 +172,11 @@ func (c *Config) validateTopics(ps *problems) {
 				}
 				eps[ep] = true
 			}
-			if !rocketName(k.Topic) || len(k.Topic) > MaxTopicNameLength {
+			switch {
+			case k.Topic == "":
+				// Parse fills it in; a Config built in code must set it.
+				ps.add(cp+".topic", "physical topic is empty: set it (Parse defaults it to the logic topic's name %q, a Config built in code does not)", name)
+			case !rocketName(k.Topic) || len(k.Topic) > MaxTopicNameLength:
 				ps.add(cp+".topic", "physical topic %q must be 1..%d of [A-Za-z0-9%%|_-]", k.Topic, MaxTopicNameLength)
 			}
 			if k.Weight < 0 || k.Weight > MaxWeight {
@@ -191,7 +195,7 @@ func (c *Config) validateTopics(ps *problems) {
 			}
 		}
 		if !weighted {
-			ps.add(tp+".clusters", "every cluster has weight 0: the topic could take no traffic")
+			ps.add(tp+".clusters", "every cluster has weight 0, so the topic could take no traffic: give one a positive weight (a document that omits weight gets %d; in a Config built in code the zero value means drained)", DefaultWeight)
 		}
 	}
 }
@@ -259,10 +263,10 @@ func (c *Config) validateConsumers(ps *problems) {
 			ps.add(p, "group name must be 1..%d of [A-Za-z0-9%%|_-]", MaxGroupNameLength)
 		}
 		if cs.Concurrency < 1 || cs.Concurrency > MaxConcurrency {
-			ps.add(p+".concurrency", "%d must be in 1..%d", cs.Concurrency, MaxConcurrency)
+			ps.add(p+".concurrency", "%d must be in 1..%d (Parse defaults a missing one to %d)", cs.Concurrency, MaxConcurrency, DefaultConcurrency)
 		}
 		if cs.MaxAttempts < 1 || cs.MaxAttempts > MaxMaxAttempts {
-			ps.add(p+".maxAttempts", "%d must be in 1..%d", cs.MaxAttempts, MaxMaxAttempts)
+			ps.add(p+".maxAttempts", "%d must be in 1..%d (Parse defaults a missing one to %d)", cs.MaxAttempts, MaxMaxAttempts, DefaultMaxAttempts)
 		}
 		if err := lane.Validate(cs.Lane); err != nil {
 			ps.add(p+".lane", "%v", err)

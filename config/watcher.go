@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -35,6 +36,12 @@ type state struct {
 	rev string
 }
 
+type subscription struct {
+	id   uint64
+	fn   func(old, new *Config)
+	gone atomic.Bool // set by cancel; checked before every call
+}
+
 // Watcher holds the current configuration and keeps it up to date from a
 // Source: each version is validated, then swapped in atomically; a bad one
 // is logged, counted and dropped while the last good one keeps serving.
@@ -46,10 +53,11 @@ type Watcher struct {
 	cur     atomic.Pointer[state]
 	lastErr atomic.Pointer[error]
 
-	// subMu orders swaps and notifications with Subscribe, so a subscriber
-	// gets exactly the versions after the one Subscribe returned.
+	// subMu orders swaps with Subscribe, so a subscriber gets exactly the
+	// versions after the one Subscribe returned. It is not held while
+	// subscribers run, so they may Subscribe or cancel from their callback.
 	subMu  sync.Mutex
-	subs   map[uint64]func(old, new *Config)
+	subs   []*subscription // in subscription order
 	subSeq uint64
 
 	cancel context.CancelFunc
@@ -69,7 +77,7 @@ func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{log: opts.Logger, metrics: m, subs: map[uint64]func(old, new *Config){}, done: make(chan struct{})}
+	w := &Watcher{log: opts.Logger, metrics: m, done: make(chan struct{})}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch, err := src.Watch(runCtx)
@@ -132,13 +140,22 @@ func (w *Watcher) apply(v Version) error {
 		return err
 	}
 	w.subMu.Lock()
-	defer w.subMu.Unlock()
 	old := w.cur.Load()
 	if old != nil && v.Revision != "" && old.rev == v.Revision {
+		w.subMu.Unlock()
+		// The latest version is good: it is the one serving. Clear the
+		// error of a rejected one before it (a config file deleted and put
+		// back as it was), or a health check would stay red for good.
+		w.lastErr.Store(nil)
 		w.metrics.count(ResultUnchanged)
 		return nil
 	}
 	w.cur.Store(&state{cfg: v.Config, rev: v.Revision})
+	// The subscribers of this version are those registered before the swap;
+	// one registered after it got this version from Subscribe. Versions are
+	// applied on one goroutine, so notifications stay in order.
+	subs := slices.Clone(w.subs)
+	w.subMu.Unlock()
 	w.lastErr.Store(nil)
 	w.metrics.count(ResultAccepted)
 	w.metrics.accepted()
@@ -147,21 +164,23 @@ func (w *Watcher) apply(v Version) error {
 		oldCfg = old.cfg
 		w.log.Info("config version accepted", zap.String("revision", v.Revision), zap.String("previous", old.rev))
 	}
-	for id, fn := range w.subs {
-		w.notify(id, fn, oldCfg, v.Config)
+	for _, sub := range subs {
+		if !sub.gone.Load() {
+			w.notify(sub, oldCfg, v.Config)
+		}
 	}
 	return nil
 }
 
 // notify runs one subscriber, containing its panic: a broken subscriber
 // must not stop the reloads of everyone else.
-func (w *Watcher) notify(id uint64, fn func(old, new *Config), old, cur *Config) {
+func (w *Watcher) notify(sub *subscription, old, cur *Config) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.log.Error("config subscriber panicked", zap.Uint64("subscriber", id), zap.Any("panic", r))
+			w.log.Error("config subscriber panicked", zap.Uint64("subscriber", sub.id), zap.Any("panic", r))
 		}
 	}()
-	fn(old, cur)
+	sub.fn(old, cur)
 }
 
 // Current returns the configuration in force. It never returns nil on a
@@ -177,7 +196,8 @@ func (w *Watcher) Revision() string {
 }
 
 // LastError returns why the latest version was rejected, or nil when the
-// latest version was accepted: a health check can surface it.
+// latest version was accepted or equals the one serving: a health check can
+// surface it.
 func (w *Watcher) LastError() error {
 	if p := w.lastErr.Load(); p != nil {
 		return *p
@@ -190,18 +210,23 @@ func (w *Watcher) LastError() error {
 // misses nothing between reading it and being called. fn runs on the
 // Watcher's goroutine, one version at a time and in order, with the
 // previous and the new document; it should be quick (hand heavy work to
-// another goroutine), since the next reload waits for it. The returned
-// cancel function unsubscribes.
+// another goroutine), since the next reload waits for it. fn may call
+// Subscribe and cancel functions, its own included. The returned cancel
+// function unsubscribes: fn is not called for any version after cancel
+// returns (a call already running on the Watcher's goroutine finishes).
 func (w *Watcher) Subscribe(fn func(old, new *Config)) (current *Config, cancel func()) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	w.subSeq++
-	id := w.subSeq
-	w.subs[id] = fn
+	sub := &subscription{id: w.subSeq, fn: fn}
+	w.subs = append(w.subs, sub)
 	return w.cur.Load().cfg, func() {
+		sub.gone.Store(true)
 		w.subMu.Lock()
 		defer w.subMu.Unlock()
-		delete(w.subs, id)
+		if i := slices.Index(w.subs, sub); i >= 0 {
+			w.subs = slices.Delete(w.subs, i, i+1)
+		}
 	}
 }
 

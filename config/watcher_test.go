@@ -196,3 +196,59 @@ func TestCurrentUnderConcurrentReloads(t *testing.T) {
 	require.NoError(t, w.Close(), "Close twice is fine")
 	assert.NotNil(t, w.Current(), "Current still answers after Close")
 }
+
+// A subscriber that unsubscribes (or subscribes another) from its own
+// callback must not wedge the Watcher: "react to the first change, then stop
+// listening" is an ordinary pattern.
+func TestSubscriberMayCancelAndSubscribeFromCallback(t *testing.T) {
+	in := make(chan Version, 1)
+	in <- Version{Config: withWeight(1), Revision: "r1"}
+	w, err := Start(context.Background(), Chan(in), Options{})
+	require.NoError(t, err)
+	defer w.Close()
+
+	once := make(chan int, 10)
+	later := make(chan int, 10)
+	var cancel func()
+	_, cancel = w.Subscribe(func(_, n *Config) {
+		once <- n.Topics["t"].Clusters[0].Weight
+		cancel()
+		w.Subscribe(func(_, n *Config) { later <- n.Topics["t"].Clusters[0].Weight })
+	})
+
+	in <- Version{Config: withWeight(2), Revision: "r2"}
+	assert.Equal(t, 2, recvInt(t, once))
+	in <- Version{Config: withWeight(3), Revision: "r3"}
+	assert.Equal(t, 3, recvInt(t, later), "a subscriber added in a callback gets the versions after it")
+	require.Equal(t, "r3", w.Revision())
+	assert.Empty(t, once, "a cancelled subscriber is not called again")
+}
+
+func recvInt(t *testing.T, ch <-chan int) int {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("no value: the Watcher is stuck")
+	}
+	return 0
+}
+
+// A config file deleted and then put back unchanged: the version that comes
+// back equals the one serving, so the error of the deletion must clear.
+func TestUnchangedVersionClearsLastError(t *testing.T) {
+	in := make(chan Version, 1)
+	in <- Version{Config: withWeight(1), Revision: "r1"}
+	reg := prometheus.NewRegistry()
+	w, err := Start(context.Background(), Chan(in), Options{Registerer: reg})
+	require.NoError(t, err)
+	defer w.Close()
+
+	in <- Version{Err: errors.New("config file: no such file")}
+	require.Eventually(t, func() bool { return w.LastError() != nil }, 5*time.Second, time.Millisecond)
+	in <- Version{Config: withWeight(1), Revision: "r1"}
+	require.Eventually(t, func() bool { return reloads(t, reg, ResultUnchanged) == 1 }, 5*time.Second, time.Millisecond)
+	assert.NoError(t, w.LastError(), "the serving version is back; nothing is wrong")
+	assert.Equal(t, "r1", w.Revision())
+}

@@ -17,11 +17,20 @@ func benchPicker(b *testing.B, n, groups int) *Picker[int] {
 	return newPicker(b, rs, noRecovery[int]())
 }
 
-// pickLoop runs b.N picks (each followed by a Success if report) and reports the rate twice: per second of wall
-// time (picks/s), and per second of CPU time of the picking thread
-// (picks/cpu-s). The second does not count the time the thread waited for a
-// core, so it stays meaningful on a machine shared with other work; fig, if
-// set, names the figure it is published as.
+// pickLoop runs b.N picks (each followed by a Success if report) and reports
+// the rate in two units:
+//
+//   - wall-picks/s: picks per second of wall-clock time, what a caller of
+//     Pick sees end to end, including any time the picking thread waited for
+//     a core;
+//   - picks/cpu-s: picks per second of CPU time consumed by the picking OS
+//     thread (CLOCK_THREAD_CPUTIME_ID, Linux only), the cost of a pick.
+//
+// fig, if set, names the figure published from the CPU rate, or from the wall
+// rate where the platform cannot measure thread CPU time. On a dedicated core
+// the two agree; on a machine shared with other work the wall rate falls by
+// whatever share of the core others take, so it measures the neighbours as
+// much as the picker.
 func pickLoop(b *testing.B, p *Picker[int], fig string, report bool, exclude ...*Handle[int]) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -43,7 +52,7 @@ func pickLoop(b *testing.B, p *Picker[int], fig string, report bool, exclude ...
 	b.StopTimer()
 	_ = sink
 	rate := float64(b.N) / b.Elapsed().Seconds()
-	b.ReportMetric(rate, "picks/s")
+	b.ReportMetric(rate, "wall-picks/s")
 	if cpu := cpu1 - cpu0; haveCPU && cpu > 0 {
 		rate = float64(b.N) / cpu.Seconds()
 		b.ReportMetric(rate, "picks/cpu-s")
@@ -55,8 +64,13 @@ func pickLoop(b *testing.B, p *Picker[int], fig string, report bool, exclude ...
 
 // BenchmarkPick measures a single goroutine picking. The figure
 // failover_picks_s is the five-resource case (a handful of brokers, all
-// healthy: the steady state of a producer), per CPU-second of the picking
-// thread where the platform can tell.
+// healthy: the steady state of a producer) in picks per CPU-second of the
+// picking thread (unit picks/cpu-s), falling back to wall time where the
+// platform cannot tell. CPU time is the figure because it is the cost of a
+// pick, which is what the 20M picks/s target is about, and because it stays
+// stable when make bench-produce shares the machine with other work (the
+// producer benchmarks run just before it); the wall-clock rate, printed
+// beside it as wall-picks/s, is what a caller sees on a loaded machine.
 func BenchmarkPick(b *testing.B) {
 	for _, n := range []int{2, 5, 100} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
@@ -111,5 +125,5 @@ func BenchmarkPickParallel(b *testing.B) {
 			p.Success(h, 0)
 		}
 	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "picks/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "wall-picks/s")
 }

@@ -188,7 +188,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 		return bad("SuccessStep", c.SuccessStep)
 	case !(c.RecoverStep > 0 && c.RecoverStep <= 1):
 		return bad("RecoverStep", c.RecoverStep)
-	case c.RecoverThreshold < 0:
+	case c.RecoverThreshold < 0 || c.RecoverThreshold > math.MaxInt32:
+		// The streak is counted in an int32: a larger threshold would wrap
+		// and let every single success recover a down resource.
 		return bad("RecoverThreshold", c.RecoverThreshold)
 	case !(c.OverprovisionFactor >= 1) || math.IsInf(c.OverprovisionFactor, 1):
 		return bad("OverprovisionFactor", c.OverprovisionFactor)

@@ -82,8 +82,11 @@
 // stays keeps its health, carried as a share of its max weight (half health
 // stays half health under a new max; down stays down); a new key starts at
 // its init weight; a removed key is no longer picked and reports through its
-// old handles are ignored. Picks during the swap see the old or the new set,
-// never a mix.
+// old handles are ignored. Picks during the swap see the old or the new set
+// of resources, never a mix. Weights are not part of a set: while Update
+// rescales a kept resource whose max weight changed, a pick that overlaps
+// it may judge that resource against the other set's bounds, so a handful
+// of picks during a reload can spill between groups.
 //
 // # Concurrency and cost
 //

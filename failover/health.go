@@ -189,7 +189,11 @@ func (p *Picker[T]) fail(n *node, cause error) {
 // force when it was set).
 func (p *Picker[T]) changed(n *node, wasDown, nowDown bool, old, nw float64, cause error) {
 	if n.gauge != nil {
-		n.gauge.Set(nw)
+		// The current weight, not nw: concurrent reporters run this after
+		// their CASes in any order, and the gauge must not be left on an
+		// older value (during a burst of failures it would show a dead
+		// resource as half alive until its next change).
+		n.gauge.Set(n.load())
 	}
 	if l := p.cfg.WeightListener; l != nil {
 		l(n.key, old, nw)

@@ -47,3 +47,18 @@ func TestMetricsFollowWeights(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, problems)
 }
+
+// Two failures race: A halves 100 to 50, B halves 50 to 25, and A's
+// bookkeeping runs last. The gauge must end on the weight in force.
+func TestWeightGaugeNotLeftStaleByReorderedReports(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := noRecovery[string]()
+	cfg.Registerer = reg
+	p := newPicker(t, []Resource[string]{{Key: "a"}}, cfg)
+	a := lookup(t, p, "a")
+	p.Failure(a, errBoom)
+	p.Failure(a, errBoom)
+	require.Equal(t, 25.0, a.Weight())
+	p.changed(a.n, false, false, 100, 50, errBoom) // A's late bookkeeping
+	require.Equal(t, 25.0, testutil.ToFloat64(p.met.weight.WithLabelValues("", "a")))
+}

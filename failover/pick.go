@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"fmt"
 	"math/rand/v2"
 )
 
@@ -147,7 +148,10 @@ func (p *Picker[T]) pickSlow(s *snapshot[T], ex []*Handle[T]) (*Handle[T], error
 		remaining -= share
 	}
 	if first < 0 {
-		return nil, ErrNoResource
+		if len(s.members) == 0 {
+			return nil, fmt.Errorf("%w: the resource set is empty; pass resources to New or Update", ErrNoResource)
+		}
+		return nil, fmt.Errorf("%w: all %d resources were excluded as already tried", ErrNoResource, len(s.members))
 	}
 	if cum > 0 {
 		// Every group is degraded and their shares add up to cum < 1: split

@@ -175,6 +175,7 @@ func TestExclusionSkipsTriedTargets(t *testing.T) {
 	tried = append(tried, lookup(t, p, "remote-2"))
 	_, err := p.PickExcluding(tried)
 	require.ErrorIs(t, err, ErrNoResource)
+	assert.ErrorContains(t, err, "all 4 resources were excluded", "the error tells a retry loop why")
 }
 
 func TestEverythingDeadStillReturnsPreferredResource(t *testing.T) {
@@ -197,6 +198,7 @@ func TestEmptySetHasNoResource(t *testing.T) {
 	p := newPicker(t, nil, Config[int]{})
 	_, err := p.Pick()
 	require.ErrorIs(t, err, ErrNoResource)
+	assert.ErrorContains(t, err, "resource set is empty", "the error says how to mend it")
 }
 
 func TestInflightAwareFavoursLessLoadedResource(t *testing.T) {

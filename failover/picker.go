@@ -121,7 +121,8 @@ func New[T any](resources []Resource[T], cfg Config[T]) (*Picker[T], error) {
 // max weight, so a healthy resource whose max weight changed is healthy at
 // the new max, and a down one stays down. New keys start at their init
 // weight; removed keys are no longer picked and their handles' reports are
-// ignored. Picks running during the swap see either the old or the new set.
+// ignored. Picks running during the swap see either the old or the new set
+// (see the package doc for weights rescaled during the swap).
 // On invalid input nothing changes.
 func (p *Picker[T]) Update(resources []Resource[T]) error {
 	type prepared struct {

@@ -80,7 +80,15 @@ func (p *Picker[T]) round() {
 		}
 		if p.cfg.Checker == nil {
 			since := n.downAt.Load()
-			if since != 0 && now-since >= int64(p.cfg.Quarantine) {
+			if since == 0 {
+				// Down with no start time: a success that raced the fall
+				// cleared downAt after the fall set it (their weight CASes
+				// and the bookkeeping after them can interleave). Start the
+				// quarantine now rather than never release the resource.
+				n.downAt.CompareAndSwap(0, now)
+				continue
+			}
+			if now-since >= int64(p.cfg.Quarantine) {
 				p.releaseQuarantine(n)
 			}
 			continue

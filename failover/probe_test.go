@@ -171,3 +171,22 @@ func TestCloseStopsProbing(t *testing.T) {
 	require.NoError(t, err)
 	p.Success(h, 0)
 }
+
+// A fall and a concurrent recovery each do their bookkeeping after their
+// weight CAS, so a resource can end up down with downAt cleared. The round
+// must still start its quarantine, or the resource is never released.
+func TestQuarantineStartsForDownResourceWithoutStartTime(t *testing.T) {
+	p := newPicker(t, []Resource[string]{{Key: "a"}, {Key: "b"}}, Config[string]{
+		CheckInterval: time.Hour, // rounds run only when the test calls them
+		Quarantine:    time.Nanosecond,
+	})
+	a := lookup(t, p, "a")
+	failN(p, a, 7)
+	require.True(t, a.IsDown())
+	a.n.downAt.Store(0) // the interleaving: the recovery's clear came last
+
+	p.round()
+	time.Sleep(time.Millisecond)
+	p.round()
+	require.False(t, a.IsDown(), "released after its quarantine")
+}

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -185,14 +186,15 @@ func TestInvalidResourcesAndConfig(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidResource, name)
 	}
 	badCfg := map[string]Config[int]{
-		"failure factor 1":   {FailureFactor: 1},
-		"down ratio 1":       {DownRatio: 1},
-		"success step 2":     {SuccessStep: 2},
-		"recover step -1":    {RecoverStep: -1},
-		"overprovision 0.5":  {OverprovisionFactor: 0.5},
-		"negative slow":      {SlowThreshold: -time.Second},
-		"negative interval":  {CheckInterval: -time.Second},
-		"negative threshold": {RecoverThreshold: -1},
+		"failure factor 1":     {FailureFactor: 1},
+		"down ratio 1":         {DownRatio: 1},
+		"success step 2":       {SuccessStep: 2},
+		"recover step -1":      {RecoverStep: -1},
+		"overprovision 0.5":    {OverprovisionFactor: 0.5},
+		"negative slow":        {SlowThreshold: -time.Second},
+		"negative interval":    {CheckInterval: -time.Second},
+		"negative threshold":   {RecoverThreshold: -1},
+		"threshold over int32": {RecoverThreshold: math.MaxInt32 + 1},
 	}
 	for name, cfg := range badCfg {
 		_, err := New([]Resource[int]{{Key: "a"}}, cfg)
