@@ -26,6 +26,24 @@ example:
 bench-store:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/store/ | $(GO) run ./internal/benchfig
 
+# Producer: synchronous Send of 1 KB messages from 1, 16 and 64 senders,
+# batched and unbatched, against the embedded two-cluster broker, plus the
+# single-threaded failover picker; ends with one FIGURE line per figure.
+bench-produce:
+	{ $(GO) test -run '^$$' -bench '^BenchmarkProduce$$' -benchtime $(BENCHTIME) -timeout 10m ./producer/ && \
+	  $(GO) test -run '^$$' -bench '^BenchmarkPick$$/^n=5$$/^$$' -benchtime $(BENCHTIME) ./failover/ ; } | $(GO) run ./internal/benchfig
+
+# End-to-end consumption against the embedded brokers, one run of fixed
+# size: produce and consume at once, then lane forwarding latency.
+bench-consume:
+	$(GO) test -run '^$$' -bench '^BenchmarkE2E$$' -benchtime 1x -timeout 10m ./consumer/ | $(GO) run ./internal/benchfig
+
+# Wire benchmark: driver -> embedded broker over gRPC, 1 KiB messages, one
+# message and batches of 32 per request, 64 concurrent callers, one run; ends
+# with FIGURE wire_send_1_msgs_s and FIGURE wire_send_32_msgs_s.
+bench-wire:
+	$(GO) test -run '^$$' -bench '^BenchmarkWireSend$$' -benchtime $(BENCHTIME) -count 1 ./internal/wiresuite/ | $(GO) run ./internal/benchfig
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./internal/store/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCQEntry -fuzztime 30s ./internal/store/

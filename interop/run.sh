@@ -42,6 +42,19 @@ INTEROP_TOPICS=(
 	interop_fifo:FIFO
 	interop_delay:DELAY
 	interop_tx:TRANSACTION
+	# The shared wire suite (internal/wiresuite: Topics). Its dead-letter
+	# topics are created up front: the proxy caches a missing route, so one
+	# asked for before the broker made the topic would stay missing.
+	wire_send:NORMAL
+	wire_batch:NORMAL
+	wire_ack:NORMAL
+	wire_redeliver:NORMAL
+	wire_nack:NORMAL
+	wire_dlq:NORMAL
+	wire_fwd:NORMAL
+	wire_filter:NORMAL
+	%DLQ%wire_dlq_group:NORMAL
+	%DLQ%wire_fwd_group:NORMAL
 )
 
 # Consumer groups, as NAME:ORDERLY[:RETRY_MAX_TIMES]. ORDERLY true makes a
@@ -53,6 +66,17 @@ INTEROP_GROUPS=(
 	interop_group:false
 	interop_fifo_group:true
 	interop_dlq_group:false:2
+	# The shared wire suite (internal/wiresuite: Groups); wire_dlq_group
+	# dead-letters after 2 deliveries (wiresuite.DLQMaxAttempts).
+	wire_batch_group:false
+	wire_ack_group:false
+	wire_redeliver_group:false
+	wire_nack_group:false
+	wire_dlq_group:false:1
+	wire_fwd_group:false
+	wire_filter_group:false
+	wire_bad_group:false
+	wire_dlq_reader:false
 )
 
 # JVM flags: small fixed heaps so the peer fits next to the tests on a small

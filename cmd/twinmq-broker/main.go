@@ -1,0 +1,257 @@
+// Command twinmq-broker runs one cluster of twinmq brokers standalone: each
+// broker serves the RocketMQ 5 gRPC protocol on its own address over its own
+// store, and lists the other brokers of the cluster in its routes.
+//
+// Usage:
+//
+//	twinmq-broker -config cluster.json
+//
+// The JSON config (unknown fields are rejected; example.json next to this
+// file is a complete one):
+//
+//	{
+//	  "cluster": "cluster-a",
+//	  "dataDir": "twinmq-data",
+//	  "flush": "async",
+//	  "strictGroups": false,
+//	  "logLevel": "info",
+//	  "metricsListen": "127.0.0.1:9464",
+//	  "brokers": [{"name": "broker-0", "listen": "127.0.0.1:18081"}],
+//	  "topics": [{"name": "orders", "queues": 8, "type": "NORMAL", "batchCQ": false}],
+//	  "groups": [{"name": "billing", "maxDeliveryAttempts": 17, "fifo": false, "retryBackoff": ["1s", "5s"]}]
+//	}
+//
+// Each broker keeps its data in dataDir/<broker name>. flush is "async"
+// (periodic fsync) or "sync" (a send returns after its fsync). Topic types
+// are NORMAL, FIFO, DELAY, TRANSACTION or MIXED. metricsListen, when set,
+// serves Prometheus metrics on /metrics.
+//
+// It stops cleanly (consumer progress written, stores closed) on SIGINT or
+// SIGTERM.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/twinmq/twinmq/internal/broker"
+	"github.com/twinmq/twinmq/internal/store"
+)
+
+type fileConfig struct {
+	Cluster       string        `json:"cluster"`
+	DataDir       string        `json:"dataDir"`
+	Flush         string        `json:"flush"`
+	StrictGroups  bool          `json:"strictGroups"`
+	LogLevel      string        `json:"logLevel"`
+	MetricsListen string        `json:"metricsListen"`
+	Brokers       []brokerEntry `json:"brokers"`
+	Topics        []topicEntry  `json:"topics"`
+	Groups        []groupEntry  `json:"groups"`
+}
+
+type brokerEntry struct {
+	Name   string `json:"name"`
+	Listen string `json:"listen"`
+}
+
+type topicEntry struct {
+	Name    string `json:"name"`
+	Queues  int    `json:"queues"`
+	Type    string `json:"type"`
+	BatchCQ bool   `json:"batchCQ"`
+}
+
+type groupEntry struct {
+	Name                string   `json:"name"`
+	MaxDeliveryAttempts int      `json:"maxDeliveryAttempts"`
+	FIFO                bool     `json:"fifo"`
+	RetryBackoff        []string `json:"retryBackoff"`
+}
+
+var errConfig = errors.New("twinmq-broker: bad config")
+
+func loadConfig(r io.Reader) (*fileConfig, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var fc fileConfig
+	if err := dec.Decode(&fc); err != nil {
+		return nil, fmt.Errorf("%w: %v", errConfig, err)
+	}
+	if fc.DataDir == "" {
+		return nil, fmt.Errorf("%w: dataDir is required", errConfig)
+	}
+	if len(fc.Brokers) == 0 {
+		return nil, fmt.Errorf("%w: no brokers", errConfig)
+	}
+	return &fc, nil
+}
+
+// brokerConfigs turns the file into one validated config per broker.
+func (fc *fileConfig) brokerConfigs(log *zap.Logger, reg prometheus.Registerer) ([]broker.Config, error) {
+	var topics []broker.Topic
+	for _, t := range fc.Topics {
+		typ, err := broker.ParseMessageType(t.Type)
+		if err != nil {
+			return nil, fmt.Errorf("%w: topic %s: %w", errConfig, t.Name, err)
+		}
+		topics = append(topics, broker.Topic{Name: t.Name, Queues: t.Queues, Type: typ, BatchCQ: t.BatchCQ})
+	}
+	var groups []broker.Group
+	for _, g := range fc.Groups {
+		var backoff []time.Duration
+		for _, s := range g.RetryBackoff {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return nil, fmt.Errorf("%w: group %s: retryBackoff %q: %v", errConfig, g.Name, s, err)
+			}
+			backoff = append(backoff, d)
+		}
+		groups = append(groups, broker.Group{Name: g.Name, MaxDeliveryAttempts: g.MaxDeliveryAttempts, FIFO: g.FIFO, RetryBackoff: backoff})
+	}
+	var flush store.FlushMode
+	switch fc.Flush {
+	case "", "async":
+		flush = store.FlushAsync
+	case "sync":
+		flush = store.FlushSync
+	default:
+		return nil, fmt.Errorf("%w: flush %q (want async or sync)", errConfig, fc.Flush)
+	}
+	var out []broker.Config
+	for _, b := range fc.Brokers {
+		if b.Name == "" || filepath.Base(b.Name) != b.Name {
+			return nil, fmt.Errorf("%w: broker name %q must be a plain file name", errConfig, b.Name)
+		}
+		out = append(out, broker.Config{
+			Cluster: fc.Cluster, Name: b.Name, Listen: b.Listen,
+			DataDir: filepath.Join(fc.DataDir, b.Name), Topics: topics, Groups: groups,
+			StrictGroups: fc.StrictGroups, Store: store.Options{Flush: flush},
+			Logger: log, Registerer: reg,
+		})
+	}
+	return out, nil
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl := zapcore.InfoLevel
+	if level != "" {
+		if err := lvl.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("%w: logLevel %q: %v", errConfig, level, err)
+		}
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	return cfg.Build()
+}
+
+// run starts the cluster and serves until ctx ends. ready, if not nil,
+// receives the brokers' addresses once all serve.
+func run(ctx context.Context, fc *fileConfig, log *zap.Logger, ready func(addrs []string)) error {
+	reg := prometheus.NewRegistry()
+	cfgs, err := fc.brokerConfigs(log, reg)
+	if err != nil {
+		return err
+	}
+	var brokers []*broker.Broker
+	stopAll := func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		var errs []error
+		for _, b := range brokers {
+			errs = append(errs, b.Close(sctx))
+		}
+		return errors.Join(errs...)
+	}
+	for _, cfg := range cfgs {
+		b, err := broker.New(cfg)
+		if err != nil {
+			return errors.Join(err, stopAll())
+		}
+		if err := b.Start(ctx); err != nil {
+			return errors.Join(err, stopAll())
+		}
+		brokers = append(brokers, b)
+	}
+	peers := make([]broker.Peer, len(brokers))
+	addrs := make([]string, len(brokers))
+	for i, b := range brokers {
+		peers[i] = broker.Peer{Name: b.Name(), Endpoint: b.Addr()}
+		addrs[i] = b.Addr()
+	}
+	for _, b := range brokers {
+		if err := b.SetPeers(peers); err != nil {
+			return errors.Join(err, stopAll())
+		}
+	}
+	var srv *http.Server
+	if fc.MetricsListen != "" {
+		lis, err := net.Listen("tcp", fc.MetricsListen)
+		if err != nil {
+			return errors.Join(fmt.Errorf("metrics listen: %w", err), stopAll())
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(lis) }()
+	}
+	log.Info("cluster up", zap.String("cluster", fc.Cluster), zap.Strings("endpoints", addrs))
+	if ready != nil {
+		ready(addrs)
+	}
+	<-ctx.Done()
+	log.Info("stopping")
+	if srv != nil {
+		_ = srv.Close()
+	}
+	return stopAll()
+}
+
+func main() {
+	path := flag.String("config", "", "path of the JSON cluster config")
+	flag.Parse()
+	if *path == "" {
+		fmt.Fprintln(os.Stderr, "twinmq-broker: -config is required")
+		os.Exit(2)
+	}
+	f, err := os.Open(*path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "twinmq-broker:", err)
+		os.Exit(1)
+	}
+	fc, err := loadConfig(f)
+	_ = f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	log, err := newLogger(fc.LogLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, fc, log, nil); err != nil {
+		log.Error("twinmq-broker failed", zap.Error(err))
+		_ = log.Sync()
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/twinmq/twinmq/internal/broker"
+	"github.com/twinmq/twinmq/internal/pb/rmqpb"
+)
+
+func TestRunServesTheClusterUntilCancelled(t *testing.T) {
+	cfgJSON := `{
+	  "cluster": "c1", "dataDir": "` + t.TempDir() + `",
+	  "brokers": [{"name": "b0", "listen": "127.0.0.1:0"}, {"name": "b1", "listen": "127.0.0.1:0"}],
+	  "topics": [{"name": "orders", "queues": 2, "type": "FIFO"}],
+	  "groups": [{"name": "billing", "retryBackoff": ["1s"]}]
+	}`
+	fc, err := loadConfig(strings.NewReader(cfgJSON))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan []string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, fc, zap.NewNop(), func(a []string) { addrs <- a }) }()
+	var eps []string
+	select {
+	case eps = <-addrs:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	require.Len(t, eps, 2)
+	conn, err := grpc.NewClient(eps[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	rctx, rcancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "cmd-test"), 5*time.Second)
+	defer rcancel()
+	resp, err := rmqpb.NewMessagingServiceClient(conn).QueryRoute(rctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "orders"}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.GetStatus().GetCode())
+	assert.Len(t, resp.GetMessageQueues(), 4)
+	assert.Equal(t, []rmqpb.MessageType{rmqpb.MessageType_FIFO}, resp.GetMessageQueues()[0].GetAcceptMessageTypes())
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestBadConfigs(t *testing.T) {
+	for name, js := range map[string]string{
+		"unknown field": `{"dataDir": "x", "brokers": [{"name": "b"}], "nope": 1}`,
+		"no dir":        `{"brokers": [{"name": "b"}]}`,
+		"no brokers":    `{"dataDir": "x"}`,
+		"not json":      `{`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadConfig(strings.NewReader(js))
+			assert.ErrorIs(t, err, errConfig)
+		})
+	}
+	for name, js := range map[string]string{
+		"bad type":    `{"dataDir": "x", "brokers": [{"name": "b"}], "topics": [{"name": "t", "type": "weird"}]}`,
+		"bad backoff": `{"dataDir": "x", "brokers": [{"name": "b"}], "groups": [{"name": "g", "retryBackoff": ["soon"]}]}`,
+		"bad flush":   `{"dataDir": "x", "brokers": [{"name": "b"}], "flush": "sometimes"}`,
+		"bad name":    `{"dataDir": "x", "brokers": [{"name": "../b"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			fc, err := loadConfig(strings.NewReader(js))
+			require.NoError(t, err)
+			_, err = fc.brokerConfigs(zap.NewNop(), nil)
+			assert.ErrorIs(t, err, errConfig)
+		})
+	}
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	f, err := os.Open("example.json")
+	require.NoError(t, err)
+	defer f.Close()
+	fc, err := loadConfig(f)
+	require.NoError(t, err)
+	cfgs, err := fc.brokerConfigs(zap.NewNop(), nil)
+	require.NoError(t, err)
+	require.Len(t, cfgs, 2)
+	for _, c := range cfgs {
+		_, err := broker.New(c)
+		require.NoError(t, err)
+	}
+}

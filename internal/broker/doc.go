@@ -1,0 +1,95 @@
+// Package broker serves the RocketMQ 5 gRPC protocol (apache.rocketmq.v2
+// MessagingService) over the storage core of internal/store. One Broker is
+// one gRPC endpoint with its own store, as a RocketMQ 5 broker running the
+// proxy in Local mode; a cluster is several brokers that list each other
+// (Peers) in QueryRoute answers. The public starter package embedded builds
+// clusters of them for tests; cmd/twinmq-broker runs one standalone.
+//
+// # What it mirrors
+//
+// The protocol outcome model of the proxy: every RPC answers gRPC OK with a
+// Status{code,message} in the body; validation uses the proxy's rules and
+// codes (topic and group names, message id, tag, keys, message group, user
+// property count, reserved keys, property size, body empty or too large,
+// delivery time, topic type against message content, invisible and polling
+// times, CLIENT_ID_REQUIRED without x-mq-client-id, an internal error when
+// x-mq-language is not a remoting language code such as GO, BAD_REQUEST
+// instead of ILLEGAL_POLLING_TIME for clients older than 5.0.3 or that send
+// no x-mq-client-version). Telemetry stores the
+// client's Settings per client id and echoes the merged Settings the proxy
+// sends (producer: 3 attempts, exponential 10ms..1s backoff, 4 MiB body
+// limit, type validation on; consumer: batch 32, long polling 20 s, the
+// group's fifo flag and retry policy). ReceiveMessage streams exactly the
+// proxy's shape: status, one response per message, delivery_timestamp; or
+// MESSAGE_NOT_FOUND then delivery_timestamp; or an error status then
+// delivery_timestamp.
+//
+// # Where it differs from the proxy, or follows it where one might not expect
+//
+//   - SendMessage honours the queue id the client puts in message 0's
+//     system properties when it is a valid queue of the topic (the proxy
+//     ignores it). An out-of-range id such as -1 lets the broker choose: the
+//     message group's hash for a single FIFO message, else round robin. The
+//     whole request lands contiguously in that one queue.
+//   - SendMessage returns one SendResultEntry per message, each with its own
+//     message id (the client's) and queue offset; the proxy returns one
+//     entry for a whole batch.
+//   - ReceiveMessage without a gRPC deadline answers BAD_REQUEST (the proxy
+//     fails with an internal error). Settings are not required before
+//     ReceiveMessage: the group's configuration supplies fifo and the
+//     maximum attempts. A batch size <= 0 is BAD_REQUEST.
+//   - Received user properties omit the system keys the proxy leaves in
+//     them (__SHARDINGKEY, TRACE_CONTEXT, CHECK_IMMUNITY_TIME_IN_SECONDS):
+//     they are in the system properties already.
+//   - A send to a topic that does not exist answers
+//     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as the proxy does (its type check
+//     runs first and a missing topic has no type); QueryRoute answers
+//     TOPIC_NOT_FOUND.
+//   - SQL92 filters are refused (ILLEGAL_FILTER_EXPRESSION); transactional
+//     sends answer NOT_IMPLEMENTED and EndTransaction gRPC UNIMPLEMENTED.
+//   - Limits.MinInvisible and Limits.MinLongPolling may be lowered below the
+//     proxy's 10 s and 5 s so that tests of redelivery run fast.
+//
+// # Pop consumption
+//
+// Each (group, topic, queue) has a committed offset (everything before it is
+// done), a next offset (never delivered from there on), the set of offsets
+// acked ahead of an older message still in flight, and the in-flight
+// deliveries with their attempt count and invisibility deadline, kept in a
+// heap by deadline. A receive takes due redeliveries first, then new
+// messages; a message whose invisible time passed without an ack is
+// delivered again with delivery_attempt + 1, in place (no retry topic is
+// needed because the state is per group). A nack is a
+// ChangeInvisibleDuration to a short time. When a due message already had
+// the group's maximum attempts, it is appended to the dead-letter topic
+// %DLQ%<group> (one queue, routable and receivable like any topic) with its
+// origin recorded, and acked. A FIFO group's queue delivers nothing while
+// one of its messages is in flight, and redelivers strictly by offset.
+// Messages the tag filter excludes are acked on the way, as the proxy does.
+// A message with a future delivery time is held invisible until then
+// without counting an attempt (the timer store of a later change replaces
+// this). Long polls wake on the store's arrivals, on acks and nacks of the
+// group, and at the earliest in-flight deadline.
+//
+// Receipt handles are opaque base64url records (broker, topic, queue,
+// offset, delivery nonce, pop time, deadline, CRC32). A handle is valid
+// only while its nonce is the one recorded for the message: an ack, a
+// re-delivery or a ChangeInvisibleDuration makes older handles stale. A
+// stale or expired handle is INVALID_RECEIPT_HANDLE; one that does not
+// decode is INTERNAL_SERVER_ERROR, as the proxy answers. Receives with
+// auto_renew get the proxy's 60 s slices renewed while the client lives
+// (Telemetry open or heard of within 120 s), up to 3 h.
+//
+// Progress persists as an atomically replaced checkpoint (see progress.go):
+// written when changed every CheckpointInterval and on Close. After a crash
+// the acks of the last interval may be redelivered (at-least-once); after a
+// clean Close nothing acked is redelivered, and handles issued before the
+// restart stay valid.
+//
+// # Fault injection
+//
+// Faults (pause, added latency, fail the next N calls with gRPC UNAVAILABLE
+// or an in-body status) wrap every RPC, for the failover tests of the
+// starter package; Close and a new Broker on the same Config restart a
+// broker on the same port and data dir.
+package broker

@@ -1,0 +1,294 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/twinmq/twinmq/internal/store/vfs"
+)
+
+const (
+	commitLogDir = "commitlog"
+	cqDir        = "consumequeue"
+	abortName    = "abort"
+)
+
+// segment is one commit-log file covering [base, base+size) of the log.
+type segment struct {
+	base int64
+	size int64 // logical size; the file may be shorter (it grows by writes)
+	f    vfs.File
+	name string
+}
+
+func (g *segment) end() int64 { return g.base + g.size }
+
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+// validTopic checks a topic name: 1..255 bytes of valid UTF-8 without NUL.
+func validTopic(topic string) error {
+	if len(topic) == 0 || len(topic) > maxTopicLen || !utf8.ValidString(topic) {
+		return fmt.Errorf("store: topic %q must be 1..%d bytes of UTF-8: %w", topic, maxTopicLen, ErrInvalidMessage)
+	}
+	for i := 0; i < len(topic); i++ {
+		if topic[i] == 0 {
+			return fmt.Errorf("store: topic %q holds a NUL byte: %w", topic, ErrInvalidMessage)
+		}
+	}
+	return nil
+}
+
+func (s *Store) validate(msgs []Message) error {
+	if len(msgs) == 0 {
+		return ErrEmptyBatch
+	}
+	if len(msgs) > 1<<24 {
+		return fmt.Errorf("store: batch of %d messages: %w", len(msgs), ErrMessageTooLarge)
+	}
+	m0 := &msgs[0]
+	if err := validTopic(m0.Topic); err != nil {
+		return err
+	}
+	if m0.QueueID < 0 {
+		return fmt.Errorf("store: queue id %d is negative: %w", m0.QueueID, ErrInvalidMessage)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Topic != m0.Topic || m.QueueID != m0.QueueID {
+			return fmt.Errorf("store: message %d is for %s/%d, message 0 for %s/%d: %w", i, m.Topic, m.QueueID, m0.Topic, m0.QueueID, ErrMixedBatch)
+		}
+		if len(m.BornHost) > maxFieldLen || len(m.Tag) > maxFieldLen {
+			return fmt.Errorf("store: message %d: born host or tag over %d bytes: %w", i, maxFieldLen, ErrInvalidMessage)
+		}
+		for k := range m.Properties {
+			if len(k) > maxFieldLen {
+				return fmt.Errorf("store: message %d: property key over %d bytes: %w", i, maxFieldLen, ErrInvalidMessage)
+			}
+		}
+		if n := payloadSize(m); n > s.opts.MaxMessageSize {
+			return fmt.Errorf("store: message %d is %d bytes, limit %d: %w", i, n, s.opts.MaxMessageSize, ErrMessageTooLarge)
+		}
+	}
+	return nil
+}
+
+// Append stores 1..N messages of one (topic, queue) as one operation: one
+// encode, one write, contiguous queue offsets. Under FlushSync it returns
+// once an fsync covered the batch (Durability Flushed); if ctx ends first it
+// returns the result with an error wrapping ErrNotDurable.
+func (s *Store) Append(ctx context.Context, msgs []Message) (AppendResult, error) {
+	if err := s.validate(msgs); err != nil {
+		return AppendResult{}, err
+	}
+	bp, _ := s.encPool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer func() {
+		if cap(*bp) <= 8<<20 {
+			s.encPool.Put(bp)
+		}
+	}()
+	buf := (*bp)[:0]
+	for i := range msgs {
+		buf = appendRecord(buf, &msgs[i], uint32(i), uint32(len(msgs)))
+	}
+	*bp = buf
+	total := int64(len(buf))
+	if total > s.opts.SegmentSize-blankSize {
+		return AppendResult{}, fmt.Errorf("store: batch of %d bytes does not fit a %d-byte segment: %w", total, s.opts.SegmentSize, ErrMessageTooLarge)
+	}
+	if err := ctx.Err(); err != nil {
+		return AppendResult{}, err
+	}
+	res, err := s.write(buf, msgs[0].Topic, msgs[0].QueueID, len(msgs))
+	if err != nil {
+		return AppendResult{}, err
+	}
+	end := res.LogOffset + total
+	if s.opts.Flush == FlushAsync {
+		select {
+		case s.dispatchReq <- struct{}{}:
+		default:
+		}
+		return res, nil
+	}
+	select {
+	case s.flushReq <- struct{}{}:
+	default:
+	}
+	if err := s.waitFlushed(ctx, end); err != nil {
+		return res, fmt.Errorf("store: %w: %w", ErrNotDurable, err)
+	}
+	res.Durability = Flushed
+	return res, nil
+}
+
+// write assigns offsets and writes the encoded batch under the append lock.
+func (s *Store) write(buf []byte, topic string, queueID int32, count int) (AppendResult, error) {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	if s.closing {
+		return AppendResult{}, ErrClosed
+	}
+	if s.failErr != nil {
+		return AppendResult{}, fmt.Errorf("%w: %w", ErrFailed, s.failErr)
+	}
+	total := int64(len(buf))
+	seg := s.activeSegment()
+	if seg == nil || (s.writePos+total > seg.end()-blankSize && s.writePos+total != seg.end()) {
+		var err error
+		if seg, err = s.roll(seg); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	now := time.Now().UnixMilli()
+	if now < s.lastStoreTS {
+		now = s.lastStoreTS // keep store time monotonic along the log for time lookups
+	}
+	key := queueKey{topic, queueID}
+	first := s.nextOff[key]
+	pos := s.writePos
+	for p, i := int64(0), int64(0); p < total; i++ {
+		size := int64(le.Uint32(buf[p:]))
+		stampRecord(buf[p:p+size], first+i, pos+p, now)
+		p += size
+	}
+	if _, err := seg.f.WriteAt(buf, pos-seg.base); err != nil {
+		// Take back whatever part of the batch reached the file, so that no
+		// unacknowledged record can be found there by a later recovery.
+		if terr := seg.f.Truncate(pos - seg.base); terr != nil {
+			s.failErr = fmt.Errorf("write at %d: %w; truncate after it: %w", pos, err, terr)
+			s.log.Error("store: commit log write and truncate failed", zap.Error(s.failErr))
+		}
+		return AppendResult{}, fmt.Errorf("store: write commit log at %d: %w", pos, err)
+	}
+	s.lastStoreTS = now
+	s.writePos = pos + total
+	s.nextOff[key] = first + int64(count)
+	s.written.Store(s.writePos)
+	return AppendResult{
+		Topic: topic, QueueID: queueID, FirstOffset: first, Count: count,
+		LogOffset: pos, StoreTimestamp: now, Durability: Buffered,
+	}, nil
+}
+
+func (s *Store) activeSegment() *segment {
+	s.segMu.RLock()
+	defer s.segMu.RUnlock()
+	if len(s.segs) == 0 {
+		return nil
+	}
+	g := s.segs[len(s.segs)-1]
+	if s.writePos >= g.end() {
+		return nil
+	}
+	return g
+}
+
+// roll pads the rest of seg with a blank record and starts the next segment.
+// Called with appendMu held.
+func (s *Store) roll(seg *segment) (*segment, error) {
+	if seg != nil && s.writePos < seg.end() {
+		var blank [blankSize]byte
+		le.PutUint32(blank[offSize:], uint32(seg.end()-s.writePos))
+		le.PutUint32(blank[offMagic:], blankMagic)
+		if _, err := seg.f.WriteAt(blank[:], s.writePos-seg.base); err != nil {
+			seg.f.Truncate(s.writePos - seg.base)
+			return nil, fmt.Errorf("store: pad segment %s: %w", seg.name, err)
+		}
+		s.writePos = seg.end()
+		s.written.Store(s.writePos)
+	}
+	g, err := s.createSegment(s.writePos)
+	if err != nil {
+		return nil, err
+	}
+	s.segMu.Lock()
+	s.segs = append(s.segs, g)
+	s.segMu.Unlock()
+	return g, nil
+}
+
+func (s *Store) createSegment(base int64) (*segment, error) {
+	name := filepath.Join(s.opts.Dir, commitLogDir, segmentName(base))
+	f, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: create segment: %w", err)
+	}
+	return &segment{base: base, size: s.opts.SegmentSize, f: f, name: name}, nil
+}
+
+// segmentAt returns the segment holding log offset off; segMu must be held.
+func (s *Store) segmentAt(off int64) *segment {
+	i := sort.Search(len(s.segs), func(i int) bool { return s.segs[i].end() > off })
+	if i == len(s.segs) || s.segs[i].base > off {
+		return nil
+	}
+	return s.segs[i]
+}
+
+// readLog reads n bytes of the log at off into dst (grown as needed). The
+// range must lie in one segment.
+func (s *Store) readLog(dst []byte, off int64, n int) ([]byte, error) {
+	s.segMu.RLock()
+	defer s.segMu.RUnlock()
+	g := s.segmentAt(off)
+	if g == nil || off+int64(n) > g.end() {
+		return dst, errSegmentGone
+	}
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	dst = dst[:n]
+	k, err := g.f.ReadAt(dst, off-g.base)
+	if k == n {
+		return dst, nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return dst[:k], fmt.Errorf("store: read log at %d: %w", off, err)
+}
+
+// readLogShort is readLog that accepts a short read: the end of a segment
+// file is short of its logical end after the padding record.
+func (s *Store) readLogShort(dst []byte, off int64, n int) ([]byte, error) {
+	b, err := s.readLog(dst, off, n)
+	if err != nil && len(b) > 0 && errors.Is(err, io.ErrUnexpectedEOF) {
+		return b, nil
+	}
+	return b, err
+}
+
+// errSegmentGone: the log range was deleted by retention meanwhile.
+var errSegmentGone = errors.New("store: log segment deleted")
+
+// waitFlushed waits until an fsync covered the log up to end.
+func (s *Store) waitFlushed(ctx context.Context, end int64) error {
+	for {
+		s.flushMu.Lock()
+		ch, ferr := s.flushCh, s.flushErr
+		s.flushMu.Unlock()
+		if s.flushed.Load() >= end {
+			return nil
+		}
+		if ferr != nil {
+			return ferr
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

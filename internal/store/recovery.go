@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"go.uber.org/zap"
+)
+
+const (
+	checkpointName  = "checkpoint"
+	topicsName      = "topics.json"
+	checkpointMagic = 0x544d5143 // "TMQC"
+	checkpointSlot  = 64
+)
+
+// checkpointRec is one slot of the checkpoint file. Two slots alternate so a
+// torn checkpoint write leaves the previous one readable.
+type checkpointRec struct {
+	seq        uint64
+	dispatched int64 // every queue entry for records below this is in the queue files, synced
+	logEnd     int64 // end of the log when it was taken
+	storeTS    int64 // latest store timestamp given out, kept monotonic across restarts
+}
+
+func (c checkpointRec) encode() []byte {
+	b := make([]byte, checkpointSlot)
+	le.PutUint32(b[0:], checkpointMagic)
+	le.PutUint32(b[4:], 1)
+	le.PutUint64(b[8:], c.seq)
+	le.PutUint64(b[16:], uint64(c.dispatched))
+	le.PutUint64(b[24:], uint64(c.logEnd))
+	le.PutUint64(b[32:], uint64(c.storeTS))
+	le.PutUint32(b[40:], crc32.Checksum(b[:40], crcTable))
+	return b
+}
+
+func decodeCheckpoint(b []byte) (checkpointRec, bool) {
+	if len(b) < 44 || le.Uint32(b) != checkpointMagic || le.Uint32(b[4:]) != 1 ||
+		crc32.Checksum(b[:40], crcTable) != le.Uint32(b[40:]) {
+		return checkpointRec{}, false
+	}
+	c := checkpointRec{seq: le.Uint64(b[8:]), dispatched: int64(le.Uint64(b[16:])), logEnd: int64(le.Uint64(b[24:])),
+		storeTS: int64(le.Uint64(b[32:]))}
+	return c, c.dispatched >= 0 && c.logEnd >= c.dispatched
+}
+
+func (s *Store) readFile(name string) ([]byte, error) {
+	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	k, err := f.ReadAt(b, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && k == len(b)) {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (s *Store) readCheckpoint() (checkpointRec, bool) {
+	b, err := s.readFile(filepath.Join(s.opts.Dir, checkpointName))
+	if err != nil {
+		return checkpointRec{}, false
+	}
+	var best checkpointRec
+	found := false
+	for off := 0; off+checkpointSlot <= len(b); off += checkpointSlot {
+		if c, ok := decodeCheckpoint(b[off : off+checkpointSlot]); ok && (!found || c.seq > best.seq) {
+			best, found = c, true
+		}
+	}
+	return best, found
+}
+
+func (s *Store) writeCheckpoint(c checkpointRec) error {
+	f, err := s.fs.OpenFile(filepath.Join(s.opts.Dir, checkpointName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(c.encode(), int64(c.seq%2)*checkpointSlot); err != nil {
+		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) loadTopicOptions() error {
+	b, err := s.readFile(filepath.Join(s.opts.Dir, topicsName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read topic options: %w", err)
+	}
+	if err := json.Unmarshal(b, &s.topicOpts); err != nil {
+		return fmt.Errorf("store: topic options file: %w: %w", ErrCorrupt, err)
+	}
+	return nil
+}
+
+// saveTopicOptions writes the options atomically (temporary file, fsync,
+// rename). Called with topicsMu held.
+func (s *Store) saveTopicOptions() error {
+	b, err := json.Marshal(s.topicOpts)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.opts.Dir, topicsName+".tmp")
+	f, err := s.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: save topic options: %w", err)
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err == nil {
+		err = s.fs.Rename(tmp, filepath.Join(s.opts.Dir, topicsName))
+	}
+	if err != nil {
+		return fmt.Errorf("store: save topic options: %w", err)
+	}
+	return nil
+}
+
+// recover brings the files to a consistent state and starts the index
+// pipeline; see "Recovery" in doc.go.
+func (s *Store) recover(ctx context.Context) error {
+	for _, d := range []string{s.opts.Dir, filepath.Join(s.opts.Dir, commitLogDir), filepath.Join(s.opts.Dir, cqDir)} {
+		if err := s.fs.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("store: create %s: %w", d, err)
+		}
+	}
+	if err := s.loadTopicOptions(); err != nil {
+		return err
+	}
+	abortPath := filepath.Join(s.opts.Dir, abortName)
+	crashed, _, err := s.fs.Stat(abortPath)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	f, err := s.fs.OpenFile(abortPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: create abort marker: %w", err)
+	}
+	f.Close()
+
+	cp, cpOK := s.readCheckpoint()
+	s.cpSeq = cp.seq
+	s.lastStoreTS = cp.storeTS
+	physEnd, err := s.openSegments()
+	if err != nil {
+		return err
+	}
+	logMin, _ := s.LogRange()
+	var logEnd, from int64
+	if !crashed && cpOK && cp.logEnd == physEnd && cp.dispatched >= logMin {
+		logEnd, from = cp.logEnd, cp.dispatched
+	} else {
+		from = logMin
+		if cpOK && cp.dispatched >= logMin && cp.dispatched <= physEnd {
+			from = cp.dispatched
+		}
+		if logEnd, err = s.scanLog(from); err != nil {
+			return err
+		}
+		if err := s.cutLog(logEnd); err != nil {
+			return err
+		}
+		s.log.Info("store: recovered after an unclean shutdown",
+			zap.Int64("scanFrom", from), zap.Int64("logEnd", logEnd), zap.Int64("cut", physEnd-logEnd))
+	}
+	s.writePos = logEnd
+	s.written.Store(logEnd)
+	s.flushed.Store(logEnd)
+	if err := s.loadQueues(logMin, logEnd); err != nil {
+		return err
+	}
+	s.pipe = s.startPipeline(from)
+	if err := s.waitRecovered(ctx, logEnd); err != nil {
+		if !errors.Is(err, errQueueGap) {
+			s.pipe.stop()
+			return err
+		}
+		// A queue file lost entries the checkpoint promised: rebuild every
+		// queue from the whole log.
+		s.log.Warn("store: consume queues inconsistent, rebuilding them from the log", zap.Error(err))
+		s.pipe.stop()
+		s.topicsMu.Lock()
+		s.topics = map[string]*topicState{}
+		s.topicsMu.Unlock()
+		if err := s.fs.RemoveAll(filepath.Join(s.opts.Dir, cqDir)); err != nil {
+			return fmt.Errorf("store: remove consume queues: %w", err)
+		}
+		if err := s.fs.MkdirAll(filepath.Join(s.opts.Dir, cqDir), 0o755); err != nil {
+			return fmt.Errorf("store: create consume queues: %w", err)
+		}
+		s.pipe = s.startPipeline(logMin)
+		if err := s.waitRecovered(ctx, logEnd); err != nil {
+			s.pipe.stop()
+			return err
+		}
+	}
+	s.topicsMu.RLock()
+	for _, ts := range s.topics {
+		for id, q := range ts.queues {
+			s.nextOff[queueKey{ts.name, id}] = q.max
+		}
+	}
+	s.topicsMu.RUnlock()
+	if err := s.checkpoint(true); err != nil {
+		s.pipe.stop()
+		return err
+	}
+	return nil
+}
+
+var errQueueGap = errors.New("store: consume queue gap")
+
+func (s *Store) waitRecovered(ctx context.Context, logEnd int64) error {
+	if err := s.waitDispatched(ctx, logEnd); err != nil {
+		return err
+	}
+	// The ordered stage has applied everything below logEnd; its gap report
+	// is stable now.
+	s.pipe.stop()
+	gap := s.pipe.gap
+	s.pipe = s.startPipeline(logEnd)
+	if gap != nil {
+		return fmt.Errorf("%w: %w", errQueueGap, gap)
+	}
+	return nil
+}
+
+// openSegments opens every commit-log file and returns the physical end of
+// the log (base of the last segment plus its file size).
+func (s *Store) openSegments() (int64, error) {
+	dir := filepath.Join(s.opts.Dir, commitLogDir)
+	names, err := s.fs.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("store: list commit log: %w", err)
+	}
+	var end int64
+	for _, name := range names {
+		base, err := strconv.ParseInt(name, 10, 64)
+		if err != nil || len(name) != 20 || base < 0 {
+			continue
+		}
+		f, err := s.fs.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+		if err != nil {
+			return 0, fmt.Errorf("store: open segment: %w", err)
+		}
+		size, err := f.Size()
+		if err != nil {
+			f.Close()
+			return 0, fmt.Errorf("store: open segment: %w", err)
+		}
+		g := &segment{base: base, size: max(s.opts.SegmentSize, size), f: f, name: filepath.Join(dir, name)}
+		if n := len(s.segs); n > 0 {
+			prev := s.segs[n-1]
+			prev.size = base - prev.base // the next file starts where this one logically ends
+		}
+		s.segs = append(s.segs, g)
+		end = base + size
+	}
+	return end, nil
+}
+
+// scanLog walks the log from a record boundary with full checks and returns
+// the end of the last complete batch: a torn or corrupt tail, or a partly
+// written batch, lies past it.
+func (s *Store) scanLog(from int64) (int64, error) {
+	good, pos := from, from
+	var buf []byte
+	var wantIdx uint32 // index of the next record within the current batch
+	need := 0          // a record larger than the window needs this much
+	for {
+		s.segMu.RLock()
+		g := s.segmentAt(pos)
+		s.segMu.RUnlock()
+		if g == nil {
+			return good, nil
+		}
+		window := min(max(int64(s.opts.DispatchChunk), int64(need)), g.end()-pos)
+		b, err := s.readLogShort(buf, pos, int(window))
+		if err != nil {
+			return good, nil // nothing readable there: the log ends
+		}
+		buf = b
+		p, jumped := 0, false
+		need = 0
+		for p+blankSize <= len(b) {
+			size, blank, err := peekFrame(b[p:])
+			if err != nil {
+				return good, nil
+			}
+			if blank {
+				if wantIdx != 0 || pos+int64(p+size) != g.end() {
+					return good, nil
+				}
+				pos, good, jumped = g.end(), g.end(), true
+				break
+			}
+			if p+size > len(b) {
+				if p == 0 && len(b) == int(window) && int64(size) <= g.end()-pos {
+					need = size
+				}
+				break
+			}
+			v, err := parseRecord(b[p:])
+			if err != nil || v.logOffset != pos+int64(p) || v.batchIdx != wantIdx {
+				return good, nil
+			}
+			s.lastStoreTS = max(s.lastStoreTS, v.storeTS)
+			p += size
+			if wantIdx = v.batchIdx + 1; wantIdx == v.batchCnt {
+				wantIdx = 0
+				good = pos + int64(p)
+			}
+		}
+		switch {
+		case jumped:
+		case p > 0:
+			pos += int64(p)
+		case need > 0:
+			// read the same position again with a window that holds the record
+		default:
+			return good, nil // a partial record at the end of the data
+		}
+	}
+}
+
+// cutLog makes logEnd the end of the log: later segments are deleted, the
+// segment holding it is truncated there, and what stays is synced.
+func (s *Store) cutLog(logEnd int64) error {
+	s.segMu.Lock()
+	defer s.segMu.Unlock()
+	keep := s.segs[:0]
+	for _, g := range s.segs {
+		if g.base > logEnd {
+			g.f.Close()
+			if err := s.fs.Remove(g.name); err != nil {
+				return fmt.Errorf("store: remove segment past the log end: %w", err)
+			}
+			continue
+		}
+		if logEnd < g.end() {
+			if err := g.f.Truncate(logEnd - g.base); err != nil {
+				return fmt.Errorf("store: cut torn tail: %w", err)
+			}
+		}
+		if err := g.f.Sync(); err != nil {
+			return fmt.Errorf("store: sync segment: %w", err)
+		}
+		keep = append(keep, g)
+	}
+	s.segs = keep
+	if n := len(s.segs); n > 0 && s.segs[n-1].end() > logEnd {
+		s.segs[n-1].size = max(s.opts.SegmentSize, logEnd-s.segs[n-1].base)
+	}
+	return nil
+}

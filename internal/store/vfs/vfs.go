@@ -1,0 +1,160 @@
+// Package vfs is the file-system seam of the store: the few file operations
+// the store needs, behind an interface, so that tests can run the store on an
+// in-memory file system that loses unsynced writes and tears the write in
+// flight at a chosen point (see MemFS).
+//
+// Design decisions:
+//   - The interface is positional (ReadAt/WriteAt) only: the store never relies
+//     on a file cursor, so one handle can serve concurrent readers and a writer.
+//   - Directory operations (create, remove, rename) are treated as durable when
+//     they return. The OS implementation fsyncs the parent directory after each
+//     of them, so that assumption holds on a real disk too.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// File is an open file.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes every write done so far durable (fdatasync).
+	Sync() error
+	// Truncate changes the size of the file; the change is durable on return
+	// of the next Sync.
+	Truncate(size int64) error
+	// Size returns the current size of the file.
+	Size() (int64, error)
+}
+
+// FS is the set of file-system operations the store uses.
+type FS interface {
+	// OpenFile opens name with os.O_* flags (O_RDWR, O_CREATE, O_EXCL, O_RDONLY).
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Remove deletes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll deletes a path and everything below it.
+	RemoveAll(name string) error
+	// Rename moves a file atomically.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// ReadDir lists the names in a directory, sorted.
+	ReadDir(dir string) ([]string, error)
+	// Stat reports whether name exists and whether it is a directory.
+	Stat(name string) (exists, isDir bool, err error)
+}
+
+// OS returns the FS of the operating system.
+func OS() FS { return osFS{} }
+
+type osFS struct{}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Sync() error { return fdatasync(f.File) }
+
+func (f osFile) Size() (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	if flag&os.O_CREATE != 0 && flag&os.O_EXCL == 0 {
+		// Most opens find the file: skip the directory fsync then.
+		if f, err := os.OpenFile(name, flag&^os.O_CREATE, perm); err == nil {
+			return osFile{f}, nil
+		}
+	}
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if flag&os.O_CREATE != 0 {
+		// A new file's directory entry must survive a crash like its data.
+		if err := syncDir(filepath.Dir(name)); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Remove(name string) error {
+	if err := os.Remove(name); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+func (osFS) RemoveAll(name string) error {
+	if err := os.RemoveAll(name); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+func (osFS) Rename(oldname, newname string) error {
+	if err := os.Rename(oldname, newname); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(newname))
+}
+
+func (osFS) MkdirAll(dir string, perm os.FileMode) error {
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := (osFS{}).MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (osFS) Stat(name string) (bool, bool, error) {
+	st, err := os.Stat(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, st.IsDir(), nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
