@@ -356,8 +356,11 @@ func (b *Broker) nextRR(topic string) uint64 {
 }
 
 // deadLetter appends a copy of m to the group's dead-letter topic, recording
-// where it came from.
-func (b *Broker) deadLetter(ctx context.Context, group string, m *store.StoredMessage, attempts int32) error {
+// where it came from. reconsume is the copy's reconsume count, which its
+// readers see as delivery_attempt - 1: the proxy's values are the attempts
+// made when a consumer forwards it, one more when the broker moves a
+// message whose attempts ran out (the pop that found it counts).
+func (b *Broker) deadLetter(ctx context.Context, group string, m *store.StoredMessage, reconsume int32) error {
 	props := make(map[string]string, len(m.Properties)+2)
 	for k, v := range m.Properties {
 		props[k] = v
@@ -372,7 +375,7 @@ func (b *Broker) deadLetter(ctx context.Context, group string, m *store.StoredMe
 		BornTimestamp:  m.BornTimestamp,
 		BornHost:       m.BornHost,
 		Tag:            m.Tag,
-		ReconsumeTimes: attempts,
+		ReconsumeTimes: reconsume,
 		Properties:     props,
 		Body:           m.Body,
 	}
@@ -381,6 +384,6 @@ func (b *Broker) deadLetter(ctx context.Context, group string, m *store.StoredMe
 	}
 	b.met.deadLetters.Inc()
 	b.log.Info("message dead-lettered", zap.String("group", group), zap.String("topic", m.Topic),
-		zap.Int32("queue", m.QueueID), zap.Int64("offset", m.QueueOffset), zap.Int32("attempts", attempts))
+		zap.Int32("queue", m.QueueID), zap.Int64("offset", m.QueueOffset), zap.Int32("reconsume", reconsume))
 	return nil
 }

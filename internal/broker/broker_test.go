@@ -154,13 +154,14 @@ func TestReceiveAckShapeAndContent(t *testing.T) {
 	require.Len(t, ack.GetEntries(), 1)
 	assert.Equal(t, "m-1", ack.GetEntries()[0].GetMessageId())
 
-	// Acked: nothing more, and the handle is now stale.
+	// Acked: nothing more, and acking again within the invisible time is
+	// OK (a retried ack), as on the proxy.
 	r = c.receive("g1", "normal", 32, 5*time.Second, 200*time.Millisecond)
 	assert.Equal(t, []string{"status", "delivery_timestamp"}, r.order)
 	assert.Equal(t, rmqpb.Code_MESSAGE_NOT_FOUND, r.status.GetCode())
 	ack = c.ack("g1", "normal", got)
-	assert.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, ack.GetStatus().GetCode())
-	assert.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, ack.GetEntries()[0].GetStatus().GetCode())
+	assert.Equal(t, rmqpb.Code_OK, ack.GetStatus().GetCode())
+	assert.Equal(t, rmqpb.Code_OK, ack.GetEntries()[0].GetStatus().GetCode())
 
 	// Another group sees the message too.
 	assert.Len(t, c.drain("g3", "normal", 1, 5*time.Second), 1)
@@ -196,7 +197,7 @@ func TestRedeliveryAfterInvisibleTime(t *testing.T) {
 	require.Len(t, second.messages, 1)
 	assert.Equal(t, first.messages[0].GetSystemProperties().GetMessageId(), second.messages[0].GetSystemProperties().GetMessageId())
 	assert.Equal(t, int32(2), second.messages[0].GetSystemProperties().GetDeliveryAttempt())
-	assert.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, c.ack("g1", "normal", first.messages[0]).GetStatus().GetCode(), "the first handle is stale")
+	assert.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, c.ack("g1", "normal", first.messages[0]).GetStatus().GetCode(), "the first handle is expired")
 	assert.Equal(t, rmqpb.Code_OK, c.ack("g1", "normal", second.messages[0]).GetStatus().GetCode())
 }
 
@@ -211,12 +212,13 @@ func TestNackThenRetry(t *testing.T) {
 	require.Equal(t, rmqpb.Code_OK, ch.GetStatus().GetCode(), ch.GetStatus().GetMessage())
 	require.NotEmpty(t, ch.GetReceiptHandle())
 	assert.NotEqual(t, old, ch.GetReceiptHandle(), "a new handle")
-	assert.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, c.ackHandle("g1", "normal", old).GetStatus().GetCode())
+	// The replaced handle is within its invisible time: OK, and no effect.
+	assert.Equal(t, rmqpb.Code_OK, c.ackHandle("g1", "normal", old).GetStatus().GetCode())
 
 	r2 := c.receive("g1", "normal", 1, 10*time.Second, 2*time.Second)
-	require.Len(t, r2.messages, 1)
+	require.Len(t, r2.messages, 1, "the ack with the replaced handle did not ack the message")
 	assert.Equal(t, int32(2), r2.messages[0].GetSystemProperties().GetDeliveryAttempt())
-	// The handle from the change is stale now too: the message was delivered again.
+	// The handle from the change expired (invisible time 0).
 	assert.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, c.ackHandle("g1", "normal", ch.GetReceiptHandle()).GetStatus().GetCode())
 
 	// Extending the invisible time keeps the message away and the new handle acks.
@@ -254,6 +256,9 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	require.Len(t, got, 1)
 	sp := got[0].GetSystemProperties()
 	assert.Equal(t, id, sp.GetMessageId())
+	// As read from the proxy: attempts made (3) + the pop that found them
+	// used up + 1.
+	assert.Equal(t, int32(5), sp.GetDeliveryAttempt())
 	require.NotNil(t, sp.GetDeadLetterQueue())
 	assert.Equal(t, "normal", sp.GetDeadLetterQueue().GetTopic())
 	assert.Equal(t, id, sp.GetDeadLetterQueue().GetMessageId())
@@ -278,6 +283,15 @@ func TestForwardToDeadLetterQueue(t *testing.T) {
 	got := c.drain("dlq-reader", DLQTopic("g1"), 1, 5*time.Second)
 	require.Len(t, got, 1)
 	assert.Equal(t, id, got[0].GetSystemProperties().GetDeadLetterQueue().GetMessageId())
+	assert.Equal(t, int32(2), got[0].GetSystemProperties().GetDeliveryAttempt(), "attempts made (1) + 1, as from the proxy")
+	// A retried forward with the same handle is OK and writes no second copy.
+	resp, err = c.rpc.ForwardMessageToDeadLetterQueue(ctx, &rmqpb.ForwardMessageToDeadLetterQueueRequest{
+		Group: res("g1"), Topic: res("normal"), ReceiptHandle: r.messages[0].GetSystemProperties().GetReceiptHandle(),
+		MessageId: id, DeliveryAttempt: 1, MaxDeliveryAttempts: 16,
+	})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	assert.Empty(t, c.drain("dlq-reader", DLQTopic("g1"), 1, 300*time.Millisecond))
 }
 
 func TestFIFOGroupDeliversInOrder(t *testing.T) {

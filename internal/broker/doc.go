@@ -49,6 +49,10 @@
 //     sends answer NOT_IMPLEMENTED and EndTransaction gRPC UNIMPLEMENTED.
 //   - Limits.MinInvisible and Limits.MinLongPolling may be lowered below the
 //     proxy's 10 s and 5 s so that tests of redelivery run fast.
+//   - A message read from a dead-letter topic carries dead_letter_queue
+//     (origin topic and message id), an extension: the proxy leaves it
+//     unset on what it reads from %DLQ%<group>. Clients that ignore the
+//     field see no difference.
 //
 // # Pop consumption
 //
@@ -60,10 +64,17 @@
 // messages; a message whose invisible time passed without an ack is
 // delivered again with delivery_attempt + 1, in place (no retry topic is
 // needed because the state is per group). A nack is a
-// ChangeInvisibleDuration to a short time. When a due message already had
-// the group's maximum attempts, it is appended to the dead-letter topic
-// %DLQ%<group> (one queue, routable and receivable like any topic) with its
-// origin recorded, and acked. A FIFO group's queue delivers nothing while
+// ChangeInvisibleDuration to a short time. delivery_attempt is the group's
+// delivery count plus the reconsume count the stored message carries (0
+// for a fresh send), and the group's maximum attempts are counted against
+// it. When a message about to be delivered already had the group's maximum
+// attempts, it is appended to the dead-letter topic %DLQ%<group> (one
+// queue, routable and receivable like any topic) instead, and acked. The
+// copy's reconsume count follows the proxy, so a reader of the dead-letter
+// topic sees the same delivery_attempt as on RocketMQ: attempts made + 2
+// after an automatic move (the pop that found the attempts used up counts,
+// as the proxy's), attempts made + 1 after ForwardMessageToDeadLetterQueue.
+// A FIFO group's queue delivers nothing while
 // one of its messages is in flight, and redelivers strictly by offset.
 // Messages the tag filter excludes are acked on the way, as the proxy does.
 // A message with a future delivery time is held invisible until then
@@ -72,11 +83,37 @@
 // group, and at the earliest in-flight deadline.
 //
 // Receipt handles are opaque base64url records (broker, topic, queue,
-// offset, delivery nonce, pop time, deadline, CRC32). A handle is valid
-// only while its nonce is the one recorded for the message: an ack, a
-// re-delivery or a ChangeInvisibleDuration makes older handles stale. A
-// stale or expired handle is INVALID_RECEIPT_HANDLE; one that does not
-// decode is INTERNAL_SERVER_ERROR, as the proxy answers. Receives with
+// offset, delivery nonce, pop time, deadline, CRC32). A handle acts only
+// while its nonce is the one recorded for the message in flight (the
+// current delivery): an ack, a re-delivery or a ChangeInvisibleDuration
+// makes older handles stale. Status codes follow the proxy, which judges a
+// handle by its own invisible time only (we apply the same rule to
+// ForwardMessageToDeadLetterQueue):
+//
+//   - Past its deadline (the current delivery's deadline, auto renewals
+//     included, for the current handle; the deadline it was issued with for
+//     a stale one) a handle is INVALID_RECEIPT_HANDLE for Ack,
+//     ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue. A
+//     handle that does not decode is INTERNAL_SERVER_ERROR; one never
+//     issued to the group (no state for its queue, or an offset the group
+//     was never given) is INVALID_RECEIPT_HANDLE.
+//   - Within its deadline a stale handle answers OK and changes nothing.
+//     So acks are idempotent (a retried ack succeeds; so does an ack with
+//     the handle a ChangeInvisibleDuration replaced), and an old handle
+//     never acks, hides or dead-letters a newer delivery of the message,
+//     which stays with whoever received it: at worst the message is
+//     delivered again, never lost. The real broker does the same for acks
+//     (an ack names one pop check point; one that was already acked,
+//     changed or revived is ignored).
+//   - ChangeInvisibleDuration with a stale handle returns a fresh handle
+//     that names nothing (acking it is a no-op as well). Here we differ in
+//     effect, not in code: the real broker writes a new check point for
+//     any handle it is given, so it delivers an acked message once more
+//     after the new invisible time; we do not resurrect a message that is
+//     done. Likewise a stale ForwardMessageToDeadLetterQueue writes no
+//     second dead-letter copy.
+//
+// Receives with
 // auto_renew get the proxy's 60 s slices renewed while the client lives
 // (Telemetry open or heard of within 120 s), up to 3 h.
 //

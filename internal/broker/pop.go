@@ -322,8 +322,10 @@ func (b *Broker) redeliverLocked(ctx context.Context, g *groupTopic, qid int32, 
 			qs.markDone(e.offset)
 			continue
 		}
-		if e.attempts >= opts.maxAttempts {
-			if err := b.deadLetter(ctx, g.group, m, e.attempts); err != nil {
+		if made := carried(m) + e.attempts; made >= opts.maxAttempts {
+			// The delivery this pop would make is one too many: the
+			// dead-letter copy counts it, as the proxy's does.
+			if err := b.deadLetter(ctx, g.group, m, made+1); err != nil {
 				b.requeue(qs, due[i:])
 				return out, err
 			}
@@ -391,6 +393,20 @@ func (b *Broker) popNewLocked(ctx context.Context, g *groupTopic, qid int32, qs 
 				qs.track(e)
 				continue
 			}
+			if made := carried(m); made >= opts.maxAttempts {
+				// Arrived with its attempts used up (a copy read from a
+				// dead-letter topic by a group with fewer attempts, or a
+				// send that set delivery_attempt): straight to this
+				// group's dead-letter topic, as the proxy's pop filter does.
+				if err := b.deadLetter(ctx, g.group, m, made+1); err != nil {
+					// Retried by the next pop: due now, no attempt counted.
+					e.deadline = now
+					qs.track(e)
+					return out, false, err
+				}
+				qs.markDone(m.QueueOffset)
+				continue
+			}
 			qs.inflight[e.offset] = e
 			out = append(out, b.deliverLocked(g, qid, qs, e, m, opts))
 			if len(out) >= opts.max {
@@ -424,10 +440,19 @@ func (b *Broker) deliverLocked(g *groupTopic, qid int32, qs *queueState, e *infl
 	} else {
 		heap.Push(&qs.due, e)
 	}
-	return popped{msg: *m, attempts: e.attempts, handle: receipt{
+	return popped{msg: *m, attempts: carried(m) + e.attempts, handle: receipt{
 		broker: b.cfg.Name, topic: g.topic, queueID: qid, offset: e.offset,
 		nonce: e.nonce, popTime: now, deadline: e.deadline,
 	}}
+}
+
+// carried is the number of deliveries a stored message brings with it: 0
+// for a fresh send, the reconsume count of a dead-letter copy (or whatever
+// delivery_attempt a producer set, which the proxy stores the same way). A
+// group's n-th delivery of the message reports carried+n as its
+// delivery_attempt, and the maximum attempts are counted against that sum.
+func carried(m *store.StoredMessage) int32 {
+	return max(m.ReconsumeTimes, 0)
 }
 
 // deliverAt reads a message's delivery time (unix ms), 0 if none.
@@ -443,31 +468,41 @@ func deliverAt(m *store.StoredMessage) int64 {
 	return v
 }
 
-// lookupLocked finds the in-flight entry a receipt names, or explains why
-// the handle is no longer valid.
-func (g *groupTopic) lookupLocked(r receipt, now int64) (*queueState, *inflight, error) {
-	qs := g.queues[r.queueID]
-	if qs == nil {
+// lookupLocked finds what a receipt names, the way the proxy judges
+// handles: one past its invisible time is INVALID_RECEIPT_HANDLE, and so is
+// one never issued to this group (no such queue state, or an offset the
+// group was never given). Otherwise e is the in-flight entry when the
+// receipt is the message's current delivery (whose deadline counts, auto
+// renewals included), and nil when the receipt is stale but still within
+// its own invisible time: the message was acked, dead-lettered or delivered
+// again since. Callers answer a stale receipt OK and change nothing.
+func (g *groupTopic) lookupLocked(r receipt, now int64) (qs *queueState, e *inflight, err error) {
+	qs = g.queues[r.queueID]
+	if qs == nil || r.offset >= qs.next {
 		return nil, nil, statusErr(rmqpb.Code_INVALID_RECEIPT_HANDLE, "receipt handle is unknown to group %s", g.group)
 	}
-	e := qs.inflight[r.offset]
-	if e == nil || e.nonce != r.nonce || e.attempts == 0 {
-		return nil, nil, statusErr(rmqpb.Code_INVALID_RECEIPT_HANDLE, "receipt handle is stale: the message was acked or delivered again")
+	if e = qs.inflight[r.offset]; e != nil && e.nonce == r.nonce && e.attempts > 0 {
+		if e.deadline <= now {
+			return nil, nil, statusErr(rmqpb.Code_INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+		}
+		return qs, e, nil
 	}
-	if e.deadline <= now {
+	if r.deadline <= now {
 		return nil, nil, statusErr(rmqpb.Code_INVALID_RECEIPT_HANDLE, "receipt handle is expired")
 	}
-	return qs, e, nil
+	return qs, nil, nil
 }
 
-// ack completes the delivery a receipt names. Long polls are woken only for
-// a FIFO group, where an ack can free a held queue; for other groups an ack
-// makes nothing deliverable.
+// ack completes the delivery a receipt names; a stale receipt is a no-op
+// (see lookupLocked), so a retried ack succeeds and an old handle never
+// acks a newer delivery. Long polls are woken only for a FIFO group, where
+// an ack can free a held queue; for other groups an ack makes nothing
+// deliverable.
 func (b *Broker) ack(g *groupTopic, r receipt, now time.Time, fifo bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	qs, e, err := g.lookupLocked(r, now.UnixMilli())
-	if err != nil {
+	if err != nil || e == nil {
 		return err
 	}
 	if e.autoRenew {
@@ -482,7 +517,10 @@ func (b *Broker) ack(g *groupTopic, r receipt, now time.Time, fifo bool) error {
 }
 
 // changeInvisible moves the deadline of a delivery and returns its new
-// receipt; the old one becomes stale.
+// receipt; the old one becomes stale. For a stale receipt it changes
+// nothing and returns a fresh receipt that names nothing either (acking it
+// is a no-op too): the message it named is done or belongs to a newer
+// delivery, which an old handle must not disturb.
 func (b *Broker) changeInvisible(g *groupTopic, r receipt, d time.Duration, now time.Time) (receipt, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -491,27 +529,31 @@ func (b *Broker) changeInvisible(g *groupTopic, r receipt, d time.Duration, now 
 	if err != nil {
 		return receipt{}, err
 	}
+	r.nonce = b.newNonce()
+	r.deadline = ms + d.Milliseconds()
+	if e == nil {
+		return r, nil
+	}
 	if e.autoRenew {
 		e.autoRenew = false
 		g.autoRenew--
 	}
-	e.nonce = b.newNonce()
-	e.deadline = ms + d.Milliseconds()
+	e.nonce = r.nonce
+	e.deadline = r.deadline
 	heap.Fix(&qs.due, e.idx)
 	g.signalLocked()
 	b.progressChanged()
-	r.nonce = e.nonce
-	r.deadline = e.deadline
 	return r, nil
 }
 
 // forwardToDLQ sends the message a receipt names to the group's dead-letter
-// topic and acks it.
+// topic and acks it; a stale receipt is a no-op. The copy carries the
+// attempts made so far, this delivery included.
 func (b *Broker) forwardToDLQ(ctx context.Context, g *groupTopic, r receipt, now time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	qs, e, err := g.lookupLocked(r, now.UnixMilli())
-	if err != nil {
+	if err != nil || e == nil {
 		return err
 	}
 	m, err := b.readOne(ctx, g.topic, r.queueID, r.offset)
@@ -519,7 +561,7 @@ func (b *Broker) forwardToDLQ(ctx context.Context, g *groupTopic, r receipt, now
 		return err
 	}
 	if m != nil {
-		if err := b.deadLetter(ctx, g.group, m, e.attempts); err != nil {
+		if err := b.deadLetter(ctx, g.group, m, carried(m)+e.attempts); err != nil {
 			return err
 		}
 	}

@@ -21,9 +21,16 @@ import (
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 )
 
-// maxRecvMsgSize admits one received message of the proxy's maximum body
-// (4 MiB) plus its properties, and routes of very large clusters.
-const maxRecvMsgSize = 64 << 20
+// maxMsgSize bounds every gRPC message the client sends or receives: the
+// proxy's own inbound cap (grpcMaxInboundMessageSize, 130 MiB). gRPC's
+// default receive limit of 4 MiB is below one message with a body of the
+// protocol's 4 MiB limit plus its properties; 130 MiB fits a send of 32
+// such messages (a full batch, 128 MiB plus properties) and a received
+// message from a server configured with a larger body limit. A request
+// over it fails on the client (ErrTooLarge) instead of being refused by
+// the proxy after the transfer. Memory is only ever what the messages
+// really take: the bound allocates nothing.
+const maxMsgSize = 130 << 20
 
 // Client is one RocketMQ 5 client instance: one x-mq-client-id, one role,
 // talking to any number of endpoints. It dials an endpoint lazily on first
@@ -254,7 +261,7 @@ func (c *Client) endpoint(addr, rpc string) (*endpoint, error) {
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(tc),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 		// gRPC's own reconnect backoff grows to 2 minutes by default; a
 		// restarted broker must be usable again within seconds.
 		grpc.WithConnectParams(grpc.ConnectParams{

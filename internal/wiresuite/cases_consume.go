@@ -1,6 +1,8 @@
 package wiresuite
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 )
 
 // nackDelay is how soon a nacked message is due again.
@@ -34,12 +37,15 @@ func missingIDs[V any](want map[string]*driver.Message, got map[string]V) string
 
 // testReceiveAck: received messages carry what was sent (body, tag, keys,
 // properties, id, born host) plus what the server adds (receipt handle,
-// first delivery attempt, store time, queue position), and ack succeeds.
+// first delivery attempt, store time, queue position), and ack succeeds,
+// also when repeated. One message has a body of exactly the protocol's
+// limit (4 MiB), which must pass both ways through gRPC's message size
+// limits of client and server.
 func (s *suite) testReceiveAck(t *testing.T) {
 	t.Parallel()
 	ctx := s.ctx(t, 2*time.Minute)
 	p := s.producer(t, TopicAck)
-	const n = 3
+	const n = 4
 	msgs := make([]*driver.Message, n)
 	for i := range msgs {
 		id := p.NewMessageID()
@@ -50,10 +56,13 @@ func (s *suite) testReceiveAck(t *testing.T) {
 			BornHost:   "wiresuite-host",
 		}
 	}
-	// One message alone, two in a batch: both paths must deliver intact.
+	msgs[n-1].Body = body("ack", n-1, maxBody)
+	// One message alone, two in a batch, the largest alone: every path must
+	// deliver intact.
 	sent := time.Now()
 	s.send(ctx, t, p, TopicAck, msgs[0])
-	s.send(ctx, t, p, TopicAck, msgs[1:]...)
+	s.send(ctx, t, p, TopicAck, msgs[1:n-1]...)
+	s.send(ctx, t, p, TopicAck, msgs[n-1])
 
 	c := s.consumer(t, GroupAck, driver.Filter{}, TopicAck)
 	rd := s.reader(ctx, t, c, TopicAck, driver.Filter{})
@@ -68,7 +77,7 @@ func (s *suite) testReceiveAck(t *testing.T) {
 
 	for _, m := range msgs {
 		d := got[m.ID]
-		require.Equal(t, m.Body, d.Body, "body of %s", m.ID)
+		require.True(t, bytes.Equal(m.Body, d.Body), "body of %s: %d bytes received, %d sent", m.ID, len(d.Body), len(m.Body))
 		require.Equal(t, m.Tag, d.Tag)
 		require.ElementsMatch(t, m.Keys, d.Keys)
 		for k, v := range m.Properties {
@@ -89,11 +98,14 @@ func (s *suite) testReceiveAck(t *testing.T) {
 	for _, d := range got {
 		byEndpoint[d.Endpoint] = append(byEndpoint[d.Endpoint], driver.AckEntry{MessageID: d.ID, ReceiptHandle: d.ReceiptHandle})
 	}
-	for _, ep := range slices.Sorted(maps.Keys(byEndpoint)) {
-		errs, err := c.Ack(ctx, ep, TopicAck, byEndpoint[ep])
-		require.NoError(t, err)
-		for i, e := range errs {
-			require.NoError(t, e, "ack entry %d", i)
+	// Twice: a retried ack of acked messages is OK, as on the proxy.
+	for round := range 2 {
+		for _, ep := range slices.Sorted(maps.Keys(byEndpoint)) {
+			errs, err := c.Ack(ctx, ep, TopicAck, byEndpoint[ep])
+			require.NoError(t, err, "ack round %d", round+1)
+			for i, e := range errs {
+				require.NoError(t, e, "ack round %d, entry %d", round+1, i)
+			}
 		}
 	}
 }
@@ -140,29 +152,41 @@ func (s *suite) testRedelivery(t *testing.T) {
 	require.Equal(t, int32(2), again.DeliveryAttempt, "a redelivery counts the attempt")
 	require.Equal(t, kept.Body, again.Body)
 	require.NotEqual(t, first[kept.ID].ReceiptHandle, again.ReceiptHandle, "a redelivery has a new receipt handle")
+	// The first handle's invisible time is over: the proxy refuses it.
+	s.ackCode(ctx, t, c, *again, first[kept.ID].ReceiptHandle, rmqpb.Code_INVALID_RECEIPT_HANDLE,
+		"ack with the expired handle of an earlier delivery")
 	rd.ack(ctx, t, *again)
 }
 
 // testNack: ChangeInvisibleDuration to a short time returns a new receipt
 // handle and brings the message back long before its original invisible
-// time, with delivery attempt 2.
+// time, with delivery attempt 2. It also pins down what old handles do,
+// as the real proxy answers: one replaced by the change, still within its
+// own invisible time, acks OK but acks nothing (the message comes back,
+// twice); one past its invisible time is INVALID_RECEIPT_HANDLE; acking an
+// acked message again, and changing it after the ack, are OK.
 func (s *suite) testNack(t *testing.T) {
 	t.Parallel()
-	// Long enough that only the nack can explain a prompt return.
-	invisible := max(s.b.MinInvisible, s.redeliveryWait(nackDelay)+5*time.Second)
-	ctx := s.ctx(t, time.Minute+invisible+s.redeliveryWait(nackDelay))
+	// Long enough that only the nack can explain a prompt return, and that
+	// the first handle stays unexpired through two nack round trips.
+	invisible := max(s.b.MinInvisible, 3*s.redeliveryWait(nackDelay)+10*time.Second)
+	ctx := s.ctx(t, 2*time.Minute+3*s.redeliveryWait(nackDelay))
 	p := s.producer(t, TopicNack)
-	m := &driver.Message{Tag: "nack", Body: []byte("nacked once")}
+	m := &driver.Message{Tag: "nack", Body: []byte("nacked twice")}
 	s.send(ctx, t, p, TopicNack, m)
 
 	c := s.consumer(t, GroupNack, driver.Filter{}, TopicNack)
 	rd := s.reader(ctx, t, c, TopicNack, driver.Filter{})
-	var first *delivery
-	rd.until(ctx, t, invisible, func(d delivery) {
-		if d.ID == m.ID {
-			first = &d
-		}
-	}, func() bool { return first != nil }, func() string { return "the message never arrived" })
+	next := func(what string) delivery {
+		var got *delivery
+		rd.until(ctx, t, invisible, func(d delivery) {
+			if d.ID == m.ID {
+				got = &d
+			}
+		}, func() bool { return got != nil }, func() string { return what })
+		return *got
+	}
+	first := next("the message never arrived")
 	require.Equal(t, int32(1), first.DeliveryAttempt)
 
 	nacked := time.Now()
@@ -170,16 +194,43 @@ func (s *suite) testNack(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, handle)
 	require.NotEqual(t, first.ReceiptHandle, handle, "ChangeInvisibleDuration returns a new receipt handle")
+	// The replaced handle: OK, and (below) the message still comes back.
+	s.ackCode(ctx, t, c, first, first.ReceiptHandle, rmqpb.Code_OK, "ack with the handle a change replaced")
 
-	var again *delivery
-	rd.until(ctx, t, invisible, func(d delivery) {
-		if d.ID == m.ID {
-			again = &d
-		}
-	}, func() bool { return again != nil }, func() string { return "the nacked message never came back" })
+	again := next("the nacked message never came back (did the ack with the replaced handle ack it?)")
 	require.True(t, time.Now().Before(first.asked.Add(invisible)),
 		"the message must come back through the nack (after %v), before its original invisible time", time.Since(nacked))
 	require.Equal(t, int32(2), again.DeliveryAttempt)
 	require.Equal(t, m.Body, again.Body)
-	rd.ack(ctx, t, *again)
+	// The handle from the change expired with the nack's invisible time.
+	s.ackCode(ctx, t, c, first, handle, rmqpb.Code_INVALID_RECEIPT_HANDLE, "ack with the expired handle of the nack")
+	// The first handle, still within its invisible time, must not ack this
+	// newer delivery: nack it once more and it comes back a third time.
+	s.ackCode(ctx, t, c, first, first.ReceiptHandle, rmqpb.Code_OK, "ack with a handle older than the message's current delivery")
+	_, err = c.ChangeInvisibleDuration(ctx, again.Endpoint, TopicNack, again.ReceiptHandle, again.ID, nackDelay)
+	require.NoError(t, err, "nack of the second delivery")
+	third := next("the message never came back a third time: an old handle acked a newer delivery")
+	require.Equal(t, int32(3), third.DeliveryAttempt)
+
+	rd.ack(ctx, t, third)
+	// Idempotent: a retried ack, and a change after the ack, are OK.
+	s.ackCode(ctx, t, c, third, third.ReceiptHandle, rmqpb.Code_OK, "second ack of an acked message")
+	_, err = c.ChangeInvisibleDuration(ctx, third.Endpoint, TopicNack, third.ReceiptHandle, third.ID, invisible)
+	require.NoError(t, err, "ChangeInvisibleDuration after the ack")
+}
+
+// ackCode acks d's message with handle and requires the entry's status code
+// want (OK as no error).
+func (s *suite) ackCode(ctx context.Context, t *testing.T, c *driver.Client, d delivery, handle string, want rmqpb.Code, what string) {
+	t.Helper()
+	errs, err := c.Ack(ctx, d.Endpoint, d.Topic, []driver.AckEntry{{MessageID: d.ID, ReceiptHandle: handle}})
+	if err == nil {
+		require.Len(t, errs, 1)
+		err = errs[0]
+	}
+	if want == rmqpb.Code_OK {
+		require.NoError(t, err, "%s: %s", s.b.Name, what)
+		return
+	}
+	requireCode(t, want, err, s.b.Name+": "+what)
 }

@@ -8,10 +8,17 @@
 // differs from a production proxy (the smallest invisible duration, the
 // shortest long poll, how late a redelivery may come). Everything a user
 // relies on is asserted identically on both: routes, single and batched
-// sends, receive and ack, redelivery after the invisible time with the
-// attempt counted, nack through ChangeInvisibleDuration, dead-lettering
-// after the group's maximum attempts and by explicit forward, tag
-// filtering, and the protocol status codes of bad inputs.
+// sends, a body of exactly the 4 MiB limit both ways, receive and ack,
+// redelivery after the invisible time with the attempt counted, nack
+// through ChangeInvisibleDuration, what old receipt handles do (a repeated
+// ack, an ack with a handle a change replaced, a change after the ack: OK;
+// an old handle never acks a newer delivery; an expired one is
+// INVALID_RECEIPT_HANDLE), dead-lettering after the group's maximum
+// attempts and by explicit forward with the delivery attempt the
+// dead-letter copy reports, tag filtering, and the protocol status codes
+// of bad inputs. The dead-letter info of a message read from a dead-letter
+// topic is not asserted: the proxy leaves it unset, the embedded broker
+// fills it in as an extension.
 //
 // Design decisions:
 //
