@@ -31,7 +31,7 @@ bench-store:
 # single-threaded failover picker; ends with one FIGURE line per figure.
 bench-produce:
 	{ $(GO) test -run '^$$' -bench '^BenchmarkProduce$$' -benchtime $(BENCHTIME) -timeout 10m ./producer/ && \
-	  $(GO) test -run '^$$' -bench '^BenchmarkPick$$/^n=5$$/^$$' -benchtime $(BENCHTIME) ./failover/ ; } | $(GO) run ./internal/benchfig
+	  $(GO) test -run '^$$' -bench '^BenchmarkPick$$/^n=5$$' -benchtime $(BENCHTIME) ./failover/ ; } | $(GO) run ./internal/benchfig
 
 # End-to-end consumption against the embedded brokers, one run of fixed
 # size: produce and consume at once, then lane forwarding latency.
@@ -43,6 +43,12 @@ bench-consume:
 # with FIGURE wire_send_1_msgs_s and FIGURE wire_send_32_msgs_s.
 bench-wire:
 	$(GO) test -run '^$$' -bench '^BenchmarkWireSend$$' -benchtime $(BENCHTIME) -count 1 ./internal/wiresuite/ | $(GO) run ./internal/benchfig
+
+# Timer store: 10,000 messages with random delays up to 10 s through the
+# timing wheel on a real store, on the wall clock; ends with
+# FIGURE delay_p99_late_ms (99th percentile lateness, never early).
+bench-delay:
+	$(GO) test -run '^$$' -bench '^BenchmarkDelayLateness$$' -benchtime 1x -timeout 5m ./internal/broker/timer/ | $(GO) run ./internal/benchfig
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./internal/store/

@@ -155,8 +155,8 @@ func (s *Store) write(buf []byte, topic string, queueID int32, count int) (Appen
 	if now < s.lastStoreTS {
 		now = s.lastStoreTS // keep store time monotonic along the log for time lookups
 	}
-	key := queueKey{topic, queueID}
-	first := s.nextOff[key]
+	next := s.nextOff.at(topic, queueID)
+	first := *next
 	pos := s.writePos
 	for p, i := int64(0), int64(0); p < total; i++ {
 		size := int64(le.Uint32(buf[p:]))
@@ -174,7 +174,7 @@ func (s *Store) write(buf []byte, topic string, queueID int32, count int) (Appen
 	}
 	s.lastStoreTS = now
 	s.writePos = pos + total
-	s.nextOff[key] = first + int64(count)
+	*next = first + int64(count)
 	s.written.Store(s.writePos)
 	return AppendResult{
 		Topic: topic, QueueID: queueID, FirstOffset: first, Count: count,

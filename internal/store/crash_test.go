@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/twinmq/twinmq/internal/store/vfs"
 )
@@ -28,6 +30,11 @@ type crashModel struct {
 	acked     map[queueKey]map[int64]Message
 	seq       int
 	noise     []byte // random bytes that message bodies are cut from
+}
+
+type queueKey struct {
+	topic string
+	queue int32
 }
 
 var crashTopics = []string{"plain", "batched"}
@@ -102,9 +109,9 @@ func (m *crashModel) check(t *testing.T, s *Store, label string) {
 	}
 }
 
-func crashOptions(fs vfs.FS) Options {
+func crashOptions(fs vfs.FS, log *zap.Logger) Options {
 	return Options{
-		Dir: "/d", FS: fs, SegmentSize: MinSegmentSize, MaxMessageSize: 16 << 10,
+		Dir: "/d", FS: fs, Logger: log, SegmentSize: MinSegmentSize, MaxMessageSize: 16 << 10,
 		Flush: FlushSync, DispatchChunk: 8 << 10, DispatchWorkers: 2,
 		CheckpointInterval: 2 * time.Millisecond, CQFileEntries: 8,
 	}
@@ -143,9 +150,16 @@ func runCrashChain(t *testing.T, seed uint64, gens int, where map[string]int) {
 		model.noise[i] = byte(rng.Uint32())
 	}
 	fs := vfs.NewMem(seed)
+	// The checkpoint protocol must make the fallback (rebuilding every queue
+	// from the whole log) unnecessary: count it.
+	core, logs := observer.New(zap.WarnLevel)
+	log := zap.New(core)
+	defer func() {
+		require.Zero(t, logs.FilterMessageSnippet("rebuilding").Len(), "seed %d: a queue had a hole after a crash", seed)
+	}()
 	for g := 0; g < gens; g++ {
 		label := fmt.Sprintf("seed %d gen %d", seed, g)
-		opts := crashOptions(fs)
+		opts := crashOptions(fs, log)
 		async := rng.IntN(3) == 0 // async generations must stay consistent too
 		if async {
 			opts.Flush, opts.FlushInterval = FlushAsync, time.Millisecond
@@ -219,7 +233,7 @@ func runCrashChain(t *testing.T, seed uint64, gens int, where map[string]int) {
 		fs.CrashAtWrite(0)
 		fs = fs.CrashClone(rng.IntN(5) == 0)
 	}
-	s, err := Open(context.Background(), crashOptions(fs))
+	s, err := Open(context.Background(), crashOptions(fs, log))
 	require.NoError(t, err)
 	model.check(t, s, fmt.Sprintf("seed %d final", seed))
 	if os.Getenv("STAT") != "" {

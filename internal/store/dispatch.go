@@ -216,7 +216,7 @@ func (p *pipeline) orderer() {
 		q  *consumeQueue
 		ts *topicState
 	}
-	queues := map[queueKey]target{}
+	queues := topicTable[target]{}
 	touched := map[*topicState]bool{}
 	var pending CQEntry // BatchCQ entry under construction
 	for job := range p.ordered {
@@ -236,11 +236,9 @@ func (p *pipeline) orderer() {
 		}
 		for i := range job.entries {
 			e := &job.entries[i]
-			key := queueKey{e.topic, e.queueID}
-			t, ok := queues[key]
-			if !ok {
-				t = target{s.queueForDispatch(e.topic, e.queueID), s.topicState(e.topic, false)}
-				queues[key] = t
+			t := queues.at(e.topic, e.queueID)
+			if t.q == nil {
+				*t = target{s.queueForDispatch(e.topic, e.queueID), s.topicState(e.topic, false)}
 			}
 			q := t.q
 			ce := CQEntry{LogOffset: e.logOff, Size: e.size, TagHash: e.tagHash, StoreTimestamp: e.storeTS, BaseOffset: e.qoff, Count: 1}
@@ -296,9 +294,11 @@ func (s *Store) queueForDispatch(topic string, id int32) *consumeQueue {
 	if q != nil {
 		return q
 	}
+	// Holding topicsMu across the creation orders it with SetTopicOptions,
+	// which refuses to change the queue type of a topic that has queues.
 	s.topicsMu.RLock()
+	defer s.topicsMu.RUnlock()
 	batch := s.topicOpts[topic].BatchCQ
-	s.topicsMu.RUnlock()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if q = ts.queues[id]; q == nil {

@@ -36,7 +36,11 @@ func (s *Store) flushLoop() {
 }
 
 // flushOnce fsyncs every segment holding bytes written but not yet flushed.
+// Flushes are serial, so that "from" below is never older than a flush that
+// let retention delete a segment.
 func (s *Store) flushOnce() error {
+	s.flushSerial.Lock()
+	defer s.flushSerial.Unlock()
 	s.flushMu.Lock()
 	if s.flushErr != nil {
 		err := s.flushErr

@@ -48,7 +48,8 @@ type Options struct {
 	// at least 1 MiB.
 	SegmentSize int64
 	// MaxMessageSize bounds body + properties + topic + tag + born host of
-	// one message, default 4 MiB.
+	// one message, default 4 MiB (a quarter of the segment for segments
+	// under 16 MiB).
 	MaxMessageSize int
 	Flush          FlushMode
 	// FlushInterval is the period of the async flush, default 500ms.
@@ -88,7 +89,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("store: SegmentSize %d below %d: %w", o.SegmentSize, MinSegmentSize, ErrInvalidOptions)
 	}
 	if o.MaxMessageSize == 0 {
-		o.MaxMessageSize = DefaultMaxMessageSize
+		o.MaxMessageSize = int(min(DefaultMaxMessageSize, o.SegmentSize/4))
 	}
 	if o.MaxMessageSize < 0 || int64(o.MaxMessageSize)+headerSize+1024 > o.SegmentSize {
 		return o, fmt.Errorf("store: MaxMessageSize %d does not fit a segment of %d: %w", o.MaxMessageSize, o.SegmentSize, ErrInvalidOptions)

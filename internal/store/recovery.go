@@ -221,7 +221,7 @@ func (s *Store) recover(ctx context.Context) error {
 	s.topicsMu.RLock()
 	for _, ts := range s.topics {
 		for id, q := range ts.queues {
-			s.nextOff[queueKey{ts.name, id}] = q.max
+			*s.nextOff.at(ts.name, id) = q.max
 		}
 	}
 	s.topicsMu.RUnlock()

@@ -27,7 +27,7 @@ type Store struct {
 	appendMu    sync.Mutex
 	writePos    int64
 	lastStoreTS int64
-	nextOff     map[queueKey]int64
+	nextOff     topicTable[int64]
 	closing     bool
 	failErr     error
 	encPool     sync.Pool
@@ -43,6 +43,7 @@ type Store struct {
 
 	flushReq    chan struct{} // wakes the flusher (sync mode), cap 1
 	dispatchReq chan struct{} // wakes the index reader, cap 1
+	flushSerial sync.Mutex    // one flushOnce at a time
 	flushMu     sync.Mutex
 	flushCh     chan struct{} // closed and replaced when flushed moves
 	flushErr    error
@@ -62,11 +63,6 @@ type Store struct {
 	bg      sync.WaitGroup
 	closed  atomic.Bool
 	closeMu sync.Mutex
-}
-
-type queueKey struct {
-	topic string
-	queue int32
 }
 
 // topicState holds the queues of one topic and its arrival channel.
@@ -96,7 +92,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		opts:        o,
 		fs:          o.FS,
 		log:         o.Logger,
-		nextOff:     map[queueKey]int64{},
+		nextOff:     topicTable[int64]{},
 		flushReq:    make(chan struct{}, 1),
 		dispatchReq: make(chan struct{}, 1),
 		flushCh:     make(chan struct{}),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/twinmq/twinmq/internal/store/vfs"
 )
@@ -384,4 +385,39 @@ func TestTopicOptionsAndLimits(t *testing.T) {
 	_, err = Open(ctx, Options{Dir: "/x", FS: fs, SegmentSize: 1000})
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	require.True(t, errors.Is(&OffsetRangeError{}, ErrOffsetOutOfRange))
+}
+
+func TestQueueHoleTriggersFullRebuild(t *testing.T) {
+	fs := vfs.NewMem(13)
+	mod := func(o *Options) { o.CQFileEntries = 4 }
+	s := openMem(t, fs, mod)
+	ctx := testCtx(t)
+	var last AppendResult
+	for i := 0; i < 10; i++ {
+		var err error
+		last, err = s.Append(ctx, []Message{msg("H", 1, i)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	// Lose the queue file of offsets 4..7 while a checkpoint claims the
+	// queues are complete up to the last record: re-indexing from the
+	// checkpoint finds offset 9 after offset 3, a hole.
+	require.NoError(t, fs.Remove("/data/consumequeue/H/1/"+segmentName(4)))
+	_, end := s.LogRange()
+	f, err := fs.OpenFile("/data/checkpoint", os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(checkpointRec{seq: 1 << 40, dispatched: last.LogOffset, logEnd: end}.encode(), 0)
+	require.NoError(t, err)
+	f.Close()
+	a, err := fs.OpenFile("/data/abort", os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	a.Close()
+
+	s = openMem(t, fs, func(o *Options) { mod(o); o.Logger = zaptest.NewLogger(t) })
+	defer s.Close()
+	got := readAll(t, s, "H", 1)
+	require.Len(t, got, 10)
+	for i, m := range got {
+		require.Equal(t, fmt.Sprint(i), m.Properties["k"])
+	}
 }

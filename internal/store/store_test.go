@@ -77,6 +77,9 @@ func TestAppendReadRoundTrip(t *testing.T) {
 			min, max := s.Offsets("T", 1)
 			require.Equal(t, int64(0), min)
 			require.Equal(t, int64(len(want)), max)
+			st := s.Stats()
+			require.Equal(t, st.LogEnd, st.Dispatched)
+			require.Equal(t, 1, st.Queues)
 			got := readAll(t, s, "T", 1)
 			require.Len(t, got, len(want))
 			for i := range got {
@@ -139,4 +142,37 @@ func TestBadInput(t *testing.T) {
 	_, err = s.Append(ctx, []Message{msg("A", 0, 0)})
 	require.ErrorIs(t, err, ErrClosed)
 	require.True(t, errors.Is(err, ErrClosed))
+}
+
+// TestOnRealDisk runs the same round trip on the OS file system, with sync
+// flush, topic options, a segment roll and a reopen.
+func TestOnRealDisk(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Dir: dir, SegmentSize: MinSegmentSize, Flush: FlushSync, CQFileEntries: 64}
+	ctx := testCtx(t)
+	s, err := Open(ctx, o)
+	require.NoError(t, err)
+	require.NoError(t, s.SetTopicOptions("%RETRY%group", TopicOptions{BatchCQ: true}))
+	body := make([]byte, 20_000)
+	for i := 0; i < 120; i++ {
+		m := msg("%RETRY%group", 0, i)
+		m.Body = append(append([]byte(nil), body...), m.Body...)
+		res, err := s.Append(ctx, []Message{m, msg("%RETRY%group", 0, -i)})
+		require.NoError(t, err)
+		require.Equal(t, Flushed, res.Durability)
+	}
+	require.NoError(t, s.WaitDispatched(ctx))
+	_, end := s.LogRange()
+	require.Greater(t, end, int64(2*MinSegmentSize))
+	require.NoError(t, s.Close())
+
+	s, err = Open(ctx, o)
+	require.NoError(t, err)
+	defer s.Close()
+	got := readAll(t, s, "%RETRY%group", 0)
+	require.Len(t, got, 240)
+	for i, m := range got {
+		require.Equal(t, int64(i), m.QueueOffset)
+	}
+	require.Equal(t, []string{"%RETRY%group"}, s.Topics())
 }
