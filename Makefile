@@ -50,9 +50,23 @@ bench-wire:
 bench-delay:
 	$(GO) test -run '^$$' -bench '^BenchmarkDelayLateness$$' -benchtime 1x -timeout 5m ./internal/broker/timer/ | $(GO) run ./internal/benchfig
 
+# Every fuzz target, FUZZTIME each (go test -fuzz takes one target at a time).
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./internal/store:FuzzDecodeRecord ./internal/store:FuzzDecodeCQEntry \
+	./internal/driver:FuzzParseMessageID ./internal/driver:FuzzConvertMessage \
+	./internal/driver:FuzzReadReceive ./internal/driver:FuzzNormalizeSend \
+	./internal/broker:FuzzHandleRequests ./internal/broker:FuzzDecodeReceipt \
+	./internal/broker:FuzzReceiveRequest ./internal/broker:FuzzValidateSend \
+	./internal/broker/auth:FuzzParseAuthorization \
+	./config:FuzzParse ./lane:FuzzParse
+
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./internal/store/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeCQEntry -fuzztime 30s ./internal/store/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "== $$pkg $$fn"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # Regenerate internal/pb from proto/ with pinned generators. The Go plugins are
 # installed into .bin (git-ignored); protoc is Debian's protobuf-compiler.
