@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twinmq/twinmq/internal/broker"
@@ -98,7 +99,9 @@ func (b *Broker) Stop(ctx context.Context) error {
 
 // Restart stops the broker if it runs and starts it again on the same
 // endpoint and data dir: stored messages and consumer progress survive.
-// Binding the same port is retried briefly while the old socket goes away.
+// Binding the same port is retried (until ctx ends) while the old socket
+// goes away; any other failure to start, such as unreadable data, is
+// returned at once, since trying again cannot mend it.
 func (b *Broker) Restart(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -113,6 +116,9 @@ func (b *Broker) Restart(ctx context.Context) error {
 		err := b.start(ctx)
 		if err == nil {
 			return nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("embedded: restart %s: %w", b.cfg.Name, err)
 		}
 		t := time.NewTimer(50 * time.Millisecond)
 		select {

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -205,6 +206,27 @@ func TestRestartKeepsEndpointMessagesAndProgress(t *testing.T) {
 	resp, err := connect(t, env.Clusters()[0].Endpoints()[1]).route("t", 5*time.Second)
 	require.NoError(t, err)
 	assert.Len(t, resp.GetMessageQueues(), 4)
+}
+
+func TestRestartFailsAtOnceWhenTheBrokerCannotStart(t *testing.T) {
+	env := startEnv(t, Options{Clusters: 1, BrokersPerCluster: 1, Topics: []Topic{{Name: "t", Queues: 1}}})
+	br := env.Clusters()[0].Brokers()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, br.Stop(ctx))
+	// Unreadable consumer progress: no number of retries starts this broker.
+	progress := filepath.Join(env.Dir(), br.Cluster(), br.Name(), "progress", "consumer.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(progress), 0o755))
+	require.NoError(t, os.WriteFile(progress, []byte("{not json"), 0o644))
+	err := br.Restart(ctx)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "Restart gave up only when its context ended")
+	assert.False(t, br.Running())
+
+	// Once the data is mended the same broker starts again.
+	require.NoError(t, os.Remove(progress))
+	require.NoError(t, br.Restart(ctx))
+	assert.True(t, br.Running())
 }
 
 func TestOptionsValidation(t *testing.T) {

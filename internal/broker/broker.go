@@ -231,7 +231,9 @@ func (b *Broker) background() {
 	defer b.wg.Done()
 	ckpt := time.NewTicker(b.cfg.CheckpointInterval)
 	defer ckpt.Stop()
-	renewEvery := min(time.Second, b.cfg.Limits.AutoRenewAhead/4)
+	// At least a millisecond: a tiny AutoRenewAhead must not make a
+	// zero-period ticker, which panics.
+	renewEvery := max(min(time.Second, b.cfg.Limits.AutoRenewAhead/4), time.Millisecond)
 	renew := time.NewTicker(renewEvery)
 	defer renew.Stop()
 	for {

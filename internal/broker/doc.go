@@ -47,6 +47,10 @@
 //     TOPIC_NOT_FOUND.
 //   - SQL92 filters are refused (ILLEGAL_FILTER_EXPRESSION); transactional
 //     sends answer NOT_IMPLEMENTED and EndTransaction gRPC UNIMPLEMENTED.
+//   - ReceiveMessage ignores attempt_id: a re-poll after an answer lost in
+//     transit gets new messages, not the lost ones, which come back when
+//     their invisible time ends (the broker's pop returns the same messages
+//     for a repeated attempt id).
 //   - Limits.MinInvisible and Limits.MinLongPolling may be lowered below the
 //     proxy's 10 s and 5 s so that tests of redelivery run fast.
 //   - A message read from a dead-letter topic carries dead_letter_queue

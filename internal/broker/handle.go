@@ -8,7 +8,7 @@ import (
 )
 
 // errBadHandle: a receipt handle that does not decode. The RPCs answer it
-// with INVALID_RECEIPT_HANDLE.
+// with INTERNAL_SERVER_ERROR, as the proxy does (see resolveHandle).
 var errBadHandle = errors.New("malformed receipt handle")
 
 const handleVersion = 1

@@ -427,3 +427,13 @@ func TestLifecycleEdges(t *testing.T) {
 	require.Error(t, b2.Start(context.Background()))
 	require.NoError(t, b2.Close(context.Background()), "close after a failed start returns")
 }
+
+func TestTinyAutoRenewAheadStarts(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Limits.AutoRenewAhead = time.Nanosecond
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr(), "tiny-renew")
+	resp, err := c.rpc.QueryRoute(metadataCtx(context.Background(), c.id), &rmqpb.QueryRouteRequest{Topic: res("normal")})
+	require.NoError(t, err)
+	assert.Equal(t, rmqpb.Code_OK, resp.GetStatus().GetCode())
+}

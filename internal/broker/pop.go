@@ -577,6 +577,12 @@ func (b *Broker) forwardToDLQ(ctx context.Context, g *groupTopic, r receipt, now
 // renew extends auto-renewed deliveries about to expire while their
 // client lives (up to AutoRenewMax), and hands those of a vanished client
 // back after one second, as the proxy does.
+//
+// g.autoRenew only lets groups without such deliveries skip the scan. It is
+// recounted here because entries also leave through paths that do not
+// adjust it (a due entry filtered out, dead-lettered or gone from the
+// store); a count left too high would scan every in-flight entry of the
+// group every tick for the broker's life.
 func (b *Broker) renew(g *groupTopic, now time.Time, alive func(string) bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -586,28 +592,33 @@ func (b *Broker) renew(g *groupTopic, now time.Time, alive func(string) bool) {
 	ms := now.UnixMilli()
 	lim := &b.cfg.Limits
 	changed, touched := false, false
+	count := 0
 	for _, qs := range g.queues {
 		for _, e := range qs.inflight {
-			if !e.autoRenew || e.deadline-ms > lim.AutoRenewAhead.Milliseconds() {
+			if !e.autoRenew {
+				continue
+			}
+			if e.deadline-ms > lim.AutoRenewAhead.Milliseconds() {
+				count++
 				continue
 			}
 			touched = true
 			switch {
 			case ms-e.renewFrom >= lim.AutoRenewMax.Milliseconds():
 				e.autoRenew = false
-				g.autoRenew--
 			case alive(e.client):
 				e.deadline = ms + lim.AutoRenewSlice.Milliseconds()
 				heap.Fix(&qs.due, e.idx)
+				count++
 			default:
 				e.autoRenew = false
-				g.autoRenew--
 				e.deadline = ms + time.Second.Milliseconds()
 				heap.Fix(&qs.due, e.idx)
 				changed = true
 			}
 		}
 	}
+	g.autoRenew = count
 	if changed {
 		g.signalLocked()
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -62,4 +63,27 @@ func TestFIFOWakeIsWhenTheQueueUnlocks(t *testing.T) {
 	assert.Equal(t, int64(100), q.wakeAt(200, false))
 	locked, _ = q.lockedFIFO(500)
 	assert.False(t, locked)
+}
+
+func TestRenewRecountsAutoRenewedDeliveries(t *testing.T) {
+	b := &Broker{}
+	b.cfg.Limits.fill()
+	now := time.UnixMilli(1_000_000)
+	g := newGroupTopic("g", "t")
+	q := newQueueState(0)
+	q.next = 3
+	g.queues[0] = q
+	// Offset 0 is auto-renewed; offset 1 was once, and left the in-flight
+	// set through a path that did not lower the count (filtered out on
+	// redelivery).
+	q.track(&inflight{offset: 0, attempts: 1, deadline: now.UnixMilli() + 5_000, autoRenew: true, renewFrom: now.UnixMilli(), client: "c", idx: -1})
+	q.track(&inflight{offset: 1, attempts: 1, deadline: now.UnixMilli() - 1, autoRenew: true, client: "c", idx: -1})
+	q.markDone(1)
+	g.autoRenew = 2
+	b.renew(g, now, func(string) bool { return true })
+	assert.Equal(t, 1, g.autoRenew, "only offset 0 is still auto-renewed")
+	assert.Equal(t, now.UnixMilli()+b.cfg.Limits.AutoRenewSlice.Milliseconds(), q.inflight[0].deadline, "renewed")
+	q.markDone(0)
+	b.renew(g, now, func(string) bool { return true })
+	assert.Zero(t, g.autoRenew, "nothing left to renew: the scan is skipped from now on")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -370,6 +371,44 @@ func TestRoutesRefreshInTheBackground(t *testing.T) {
 		r, _ := c.Route(ctxT(t), f.addr, "orders")
 		return r != r1
 	}, liveness, 10*time.Millisecond)
+}
+
+func TestFailedRoutesAreNotRefreshedInTheBackground(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string]int{}
+	f := startFake(t, nil)
+	f.onRoute = func(req *rmqpb.QueryRouteRequest) *rmqpb.QueryRouteResponse {
+		mu.Lock()
+		asked[req.GetTopic().GetName()]++
+		mu.Unlock()
+		if req.GetTopic().GetName() == "missing" {
+			return &rmqpb.QueryRouteResponse{Status: &rmqpb.Status{Code: rmqpb.Code_TOPIC_NOT_FOUND, Message: "no topic"}}
+		}
+		return &rmqpb.QueryRouteResponse{Status: ok(), MessageQueues: []*rmqpb.MessageQueue{{
+			Topic: req.GetTopic(), Permission: rmqpb.Permission_READ_WRITE, Broker: &rmqpb.Broker{Name: "a"},
+		}}}
+	}
+	c := newTestClient(t, Config{Type: Producer, RouteRefreshInterval: 10 * time.Millisecond})
+	_, err := c.Route(ctxT(t), f.addr, "missing")
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = c.Route(ctxT(t), f.addr, "orders")
+	require.NoError(t, err)
+	// Once "orders" was refreshed several times, the loop has had as many
+	// chances to refresh "missing".
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return asked["orders"] >= 5
+	}, liveness, 5*time.Millisecond)
+	mu.Lock()
+	assert.Equal(t, 1, asked["missing"], "a topic whose route never resolved is not queried in the background")
+	mu.Unlock()
+	// A later Route asks again.
+	_, err = c.Route(ctxT(t), f.addr, "missing")
+	require.ErrorIs(t, err, ErrNotFound)
+	mu.Lock()
+	assert.Equal(t, 2, asked["missing"])
+	mu.Unlock()
 }
 
 func TestReceiveAckChangeAndDLQ(t *testing.T) {

@@ -73,7 +73,10 @@
 // matches their class (ErrBadRequest, ErrUnauthorized, ErrForbidden,
 // ErrNotFound, ErrTooLarge, ErrTooManyRequests, ErrInternal, ErrTimeout,
 // ErrUnavailable, ErrUnsupported). Retryable says whether trying again,
-// elsewhere or later, can help. When the caller's own ctx ends, its error
+// elsewhere or later, can help; it is false for a send the server wrote
+// but could not confirm durable or replicated (MASTER_PERSISTENCE_TIMEOUT,
+// SLAVE_PERSISTENCE_TIMEOUT, HA_NOT_AVAILABLE) and for a success whose
+// result entries do not fit the request, because a resend duplicates. When the caller's own ctx ends, its error
 // (context.Canceled / DeadlineExceeded) is returned wrapped instead, so a
 // caller's cancellation is never blamed on an endpoint; the per-call
 // request timeout expiring maps to ErrTimeout.

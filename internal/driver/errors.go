@@ -65,6 +65,9 @@ type Error struct {
 	Endpoint string
 
 	class error
+	// stored: the server said it wrote the request, so sending it again
+	// stores it twice (see Retryable).
+	stored bool
 }
 
 func (e *Error) Error() string {
@@ -102,6 +105,14 @@ func (e *Error) Class() error { return e.class }
 // throttling and server-side internal errors. Caller mistakes (bad request,
 // auth, too large, not found, unsupported) and the caller's own context
 // ending are not retryable.
+//
+// Neither is a failure after which the server holds the message: a send
+// answered MASTER_PERSISTENCE_TIMEOUT, SLAVE_PERSISTENCE_TIMEOUT or
+// HA_NOT_AVAILABLE (the broker wrote it but could not confirm the flush or
+// the replica; RocketMQ's own producers do not resend on these by default),
+// or a success status whose result entries do not fit the request. Their
+// classes stay ErrTimeout and ErrInternal; a retry would only store a
+// second copy.
 func Retryable(err error) bool {
 	if err == nil {
 		return false
@@ -109,10 +120,24 @@ func Retryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
+	var de *Error
+	if errors.As(err, &de) && (de.stored || storedCode(de.Code)) {
+		return false
+	}
 	for _, c := range [...]error{ErrUnavailable, ErrTimeout, ErrTooManyRequests, ErrInternal} {
 		if errors.Is(err, c) {
 			return true
 		}
+	}
+	return false
+}
+
+// storedCode reports the codes the proxy answers for a send that its broker
+// wrote but could not confirm durable or replicated.
+func storedCode(c rmqpb.Code) bool {
+	switch c {
+	case rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT, rmqpb.Code_SLAVE_PERSISTENCE_TIMEOUT, rmqpb.Code_HA_NOT_AVAILABLE:
+		return true
 	}
 	return false
 }

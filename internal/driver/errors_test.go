@@ -36,9 +36,13 @@ func TestStatusCodesMapToClasses(t *testing.T) {
 		{rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE, ErrTooLarge, false},
 		{rmqpb.Code_TOO_MANY_REQUESTS, ErrTooManyRequests, true},
 		{rmqpb.Code_INTERNAL_SERVER_ERROR, ErrInternal, true},
-		{rmqpb.Code_HA_NOT_AVAILABLE, ErrInternal, true},
+		{rmqpb.Code_INTERNAL_ERROR, ErrInternal, true},
 		{rmqpb.Code_PROXY_TIMEOUT, ErrTimeout, true},
-		{rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT, ErrTimeout, true},
+		// Written on the master, durability or replication unconfirmed: a
+		// resend would store a second copy.
+		{rmqpb.Code_HA_NOT_AVAILABLE, ErrInternal, false},
+		{rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT, ErrTimeout, false},
+		{rmqpb.Code_SLAVE_PERSISTENCE_TIMEOUT, ErrTimeout, false},
 		{rmqpb.Code_NOT_IMPLEMENTED, ErrUnsupported, false},
 		{rmqpb.Code_VERSION_UNSUPPORTED, ErrUnsupported, false},
 		{rmqpb.Code(49999), ErrUnsupported, false},

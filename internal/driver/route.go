@@ -188,12 +188,19 @@ func (rc *routeCache) set(k routeKey, r *Route) {
 	rc.mu.Unlock()
 }
 
+// keys lists the keys holding a route. A key whose first query failed (a
+// mistyped or missing topic) is left out: Route queries it again on its
+// next use, and refreshing it in the background would only repeat the
+// failure against the server every interval, for as long as the client
+// lives.
 func (rc *routeCache) keys() []routeKey {
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
 	out := make([]routeKey, 0, len(rc.entries))
-	for k := range rc.entries {
-		out = append(out, k)
+	for k, e := range rc.entries {
+		if e.route != nil {
+			out = append(out, k)
+		}
 	}
 	return out
 }

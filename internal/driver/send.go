@@ -16,9 +16,11 @@ import (
 type SendResult struct {
 	// MessageID is the id the message was sent with.
 	MessageID string
-	// QueueID is the queue the message was addressed to (Message.QueueID);
-	// the embedded broker stores it there, a real proxy may have chosen
-	// another queue. AnyQueue when the server chose.
+	// QueueID is the queue the request was addressed to (Message.QueueID of
+	// its first message: a request lands in one queue, so the ids of the
+	// other messages are not used); the embedded broker stores it there, a
+	// real proxy may have chosen another queue. AnyQueue when the server
+	// chose.
 	QueueID int32
 	// Offset is the message's queue offset.
 	Offset int64
@@ -162,12 +164,14 @@ func normalizeSend(resp *rmqpb.SendMessageResponse, msgs []*Message, ids []strin
 	entries := resp.GetEntries()
 	n := len(ids)
 	results := make([]SendResult, n)
+	// The server stores a whole request in the queue message 0 names.
+	queue := AnyQueue
+	if len(msgs) > 0 && msgs[0] != nil && msgs[0].QueueID >= 0 {
+		queue = msgs[0].QueueID
+	}
 	for i := range results {
 		results[i].MessageID = ids[i]
-		results[i].QueueID = AnyQueue
-		if i < len(msgs) && msgs[i] != nil && msgs[i].QueueID >= 0 {
-			results[i].QueueID = msgs[i].QueueID
-		}
+		results[i].QueueID = queue
 	}
 	switch {
 	case len(entries) == n:
@@ -197,10 +201,12 @@ func normalizeSend(resp *rmqpb.SendMessageResponse, msgs []*Message, ids []strin
 		}
 		return results, nil
 	case len(entries) == 0:
+		// The top-level status said the messages were stored: the answer
+		// is malformed, but resending would duplicate them.
 		return nil, &Error{Code: resp.GetStatus().GetCode(), RPC: rpc, Endpoint: endpoint,
-			Message: "server answered success without result entries", class: ErrInternal}
+			Message: "server answered success without result entries", class: ErrInternal, stored: true}
 	default:
 		return nil, &Error{Code: resp.GetStatus().GetCode(), RPC: rpc, Endpoint: endpoint,
-			Message: fmt.Sprintf("server answered %d result entries for %d messages", len(entries), n), class: ErrInternal}
+			Message: fmt.Sprintf("server answered %d result entries for %d messages", len(entries), n), class: ErrInternal, stored: true}
 	}
 }

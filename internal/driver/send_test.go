@@ -53,7 +53,11 @@ func TestNormalizeProxyBatchShape(t *testing.T) {
 			assert.Equal(t, int64(40+i), r.Offset, "contiguous offsets")
 			assert.NoError(t, r.Err)
 		}
-		assert.Equal(t, AnyQueue, res[1].QueueID)
+		for i, r := range res {
+			// The request went to message 0's queue; message 1's own id
+			// was not used by the server.
+			assert.Equal(t, int32(2), r.QueueID, "result %d", i)
+		}
 	}
 }
 
@@ -73,10 +77,15 @@ func TestNormalizeMalformedAnswers(t *testing.T) {
 	msgs, ids := batchOf(3)
 	_, err := normalizeSend(&rmqpb.SendMessageResponse{Status: ok()}, msgs, ids, "h:1")
 	assert.ErrorIs(t, err, ErrInternal)
+	// The top-level status said the batch was stored: resending it on
+	// another broker would store it twice.
+	assert.False(t, Retryable(err), "success without entries")
 	_, err = normalizeSend(&rmqpb.SendMessageResponse{Status: ok(), Entries: make([]*rmqpb.SendResultEntry, 2)}, msgs, ids, "h:1")
 	assert.ErrorIs(t, err, ErrInternal)
+	assert.False(t, Retryable(err), "success with a wrong count of entries")
 	_, err = normalizeSend(&rmqpb.SendMessageResponse{Status: ok(), Entries: []*rmqpb.SendResultEntry{{Status: &rmqpb.Status{Code: rmqpb.Code_INTERNAL_SERVER_ERROR}}}}, msgs, ids, "h:1")
 	assert.ErrorIs(t, err, ErrInternal)
+	assert.True(t, Retryable(err), "the batch's one entry failed: nothing was stored")
 }
 
 func FuzzNormalizeSend(f *testing.F) {
