@@ -1,0 +1,152 @@
+// Package consumer consumes a logic topic for a consumer group from both
+// clusters behind it, runs a handler per message, retries and dead-letters
+// what fails, and routes each message to the consumers of its lane.
+//
+//	c, err := consumer.New(ctx, "billing", "orders", handle,
+//		consumer.WithSource(config.File("twinmq.json", config.FileOptions{})),
+//		consumer.WithLaneRegistry(reg), consumer.WithForwardToken(token))
+//	...
+//	defer c.Close(ctx)
+//
+// # Receiving
+//
+// The API is push style (a handler is called), the wire is pop style: the
+// only consumption a RocketMQ 5 proxy serves. For every cluster of the
+// topic the consumer runs one RocketMQ client (its own client id, the
+// cluster's physical topic in its subscription, the cluster's TLS and
+// credentials) and, for every broker in the cluster's route, a few long
+// polls at once (ReceiveMessage with an explicit invisible duration). A
+// real proxy is one endpoint serving all its brokers, so a broker is its
+// name at its endpoint; the embedded brokers have an endpoint each. All
+// clusters are consumed whatever their producer weight: a drained cluster
+// still holds messages. A cluster that is down only makes its loops back
+// off (200 ms doubling to 5 s); the others go on. The route is looked at
+// every 5 s, so brokers added to a cluster are picked up.
+//
+// The client registers as a SIMPLE_CONSUMER, not a PUSH_CONSUMER, because
+// the consumer wants the invisible time in its own hands: with auto renew
+// the proxy would extend it while the client lives, even for a message a
+// stuck handler will never finish, and a nack could not choose its delay.
+//
+// # Settling
+//
+// A message is acked only after a handler succeeded, here or at the
+// consumer of its lane. Acks of concurrent handlers to one broker share
+// AckMessage calls (while one call is in flight the next ones gather), and
+// a failed ack is retried twice; an ack that still fails means a
+// redelivery, which at-least-once allows.
+//
+// While a message waits for a handler slot, runs, or is forwarded, its
+// invisible time (WithInvisibleDuration, 30 s by default) is extended
+// whenever less than two thirds of it are left, so a slow handler never
+// sees its message redelivered to another consumer underneath it. Each
+// extension returns a new receipt handle; the settle call that follows
+// uses the newest one.
+//
+// A handler error or panic (recovered, logged with its stack, counted as
+// "panic") is a failure: the message is made visible again after the
+// backoff of its attempt (WithRetryBackoff, else the retry policy the
+// server pushes for the group, else 1 s doubling to 60 s), and the broker
+// delivers it again with the attempt counted up. A failure on the group's
+// last attempt (consumers.<group>.maxAttempts, live) moves the message to
+// the group's dead-letter topic instead; the broker's own maximum is a
+// backstop behind it. A message whose body fails its digest or cannot be
+// decompressed never reaches the handler: it goes to the dead-letter topic
+// at once with an error log line, since no retry can mend it and it must
+// not block its queue.
+//
+// # Order
+//
+// When the servers say the group is ordered (a FIFO group), or with
+// WithOrdered, the messages of one message group are handled one after the
+// other in the order received; messages without a group, and different
+// groups, run in parallel. A failure is retried in place after its backoff
+// (the invisible time extended meanwhile): handing it back to the broker
+// would let nothing else of its group pass anyway, and in place the next
+// attempt comes sooner. After the last attempt it is dead-lettered and the
+// group moves on, as RocketMQ's own clients do. A message that must be
+// left for redelivery (see lanes) stops its group: it and everything after
+// it are nacked, and the broker, which serves an ordered queue by offset,
+// delivers them again in order.
+//
+// # Limits and live settings
+//
+// consumers.<group>.concurrency bounds the handlers running at once, local
+// and forwarded ones together. WithMaxInflight bounds the messages received
+// and not yet settled (default four times the concurrency, at least 1024):
+// no receive starts while it is reached, and a receive asks for no more
+// than the room left. Concurrency, maximum attempts, this consumer's lane
+// (unless pinned with WithLane) and the lane settings follow the
+// configuration live; work in progress finishes under the settings it
+// started with. The clusters of the topic follow too: an added cluster is
+// consumed at once; a dropped or changed one (endpoints, physical topic,
+// TLS, credentials) stops receiving, handles and settles what it received,
+// and only then closes its client, so a reload loses nothing in flight.
+//
+// # Lanes
+//
+// With WithLaneRegistry every consumer registers (group, lane, forwarding
+// address) under a lease of lanes.leaseTTL, renewed at a third of it, and
+// watches the group's snapshot. Before the handler each message is routed
+// by the lane package's rules (see its doc): the longest live prefix of its
+// lane, else base. If that is this consumer's lane, the handler runs here.
+// Otherwise the message is forwarded over twinmq.forward.v1.Forwarder to an
+// instance of the target lane picked by failover (healthy instances first),
+// while its invisible time keeps being extended, and acked only when the
+// target answers HANDLED. A target's HANDLER_FAILED is a failure of the
+// message like a local one (nack, or dead letter after the last attempt).
+//
+// What a forward proves decides what happens next, so that no message is
+// handled by two lanes:
+//
+//   - Not delivered (the connection could not be made within 2 s, or the
+//     target answered NOT_MY_LANE: it is closing, moved lane, or the caller
+//     lacked the token): the handler did not run there. Another instance of
+//     the lane is tried, then the next fallback level with the lane counted
+//     as dead, down to base.
+//   - Unknown (the call failed after it may have reached the target, or
+//     lanes.forwardTimeout passed): the target may have run the handler, so
+//     no other lane is tried. The message is held: made visible again after
+//     its backoff and routed afresh, by which time the registry's view has
+//     usually settled.
+//   - Nobody can take it (no live base instance for a message that resolves
+//     to base): held as well, logged and counted; after the broker's maximum
+//     attempts it lands in the dead-letter topic, never in a lane it does
+//     not belong to.
+//
+// lanes.forwardTimeout therefore also bounds a forwarded handler: a handler
+// slower than it is cut (its ctx ends) and its message redelivered.
+// lanes.enabled=false is the kill switch: every consumer then handles what
+// it receives, whatever the lane.
+//
+// The forwarding service runs the handler for messages of this consumer's
+// lane, within the same concurrency limit. It refuses a caller without the
+// group's token (metadata twinmq-forward-token, compared in constant time)
+// with gRPC UNAUTHENTICATED; WithForwardTLS adds TLS, mutual with a
+// server configuration that requires client certificates. It listens on
+// loopback by default (WithForwardListen sets the address others dial).
+//
+// The handler's ctx carries the message's lane (lane.WithLane), here and at
+// a forward target, so a producer called from the handler stamps the same
+// lane on what it sends.
+//
+// # Close
+//
+// Close leaves the registry and refuses new forwarded deliveries (callers
+// with a stale view try elsewhere at once), stops receiving (long polls
+// are cancelled; a message a broker had already popped for a cancelled poll
+// comes back after its invisible time), lets every received message run
+// to its end and be settled, waits for the forwarded deliveries being
+// served, and tells the brokers the client is gone. If Close's ctx ends
+// first, handler contexts are cancelled, unsettled messages come back after
+// their invisible time, and Close returns the ctx's error.
+//
+// # Metrics
+//
+// With WithRegisterer, labelled by group and topic: twinmq_consumer_
+// received_total{cluster}, redeliveries_total, handled_total{result},
+// handler_duration_seconds, forwarded_total{result}, forward_duration_
+// seconds, fallback_level_total{level}, forward_served_total{result},
+// held_total, dead_letters_total{reason} and settle_errors_total{op}, plus
+// the RocketMQ clients' twinmq_driver_* series.
+package consumer
