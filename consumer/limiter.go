@@ -9,14 +9,17 @@ import (
 // (a live concurrency change). Lowering the limit never interrupts holders:
 // new acquisitions wait until the count drops under the new limit.
 type limiter struct {
-	mu      sync.Mutex
-	limit   int
-	used    int
-	changed chan struct{} // closed and replaced on every release or resize
+	mu    sync.Mutex
+	limit int
+	used  int
+	// changed is closed on the next release or resize and then dropped; it
+	// is made only when someone waits, so a release nobody waits for (the
+	// common case, once per message) allocates nothing.
+	changed chan struct{}
 }
 
 func newLimiter(limit int) *limiter {
-	return &limiter{limit: max(limit, 1), changed: make(chan struct{})}
+	return &limiter{limit: max(limit, 1)}
 }
 
 // setLimit changes the limit (at least 1) and wakes waiters.
@@ -28,8 +31,18 @@ func (l *limiter) setLimit(n int) {
 }
 
 func (l *limiter) wakeLocked() {
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+// waitChanLocked is the channel the next release or resize closes.
+func (l *limiter) waitChanLocked() <-chan struct{} {
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
 }
 
 // acquire takes one unit, waiting while the limiter is full.
@@ -49,7 +62,7 @@ func (l *limiter) acquireUpTo(ctx context.Context, n int) (int, error) {
 			l.mu.Unlock()
 			return k, nil
 		}
-		ch := l.changed
+		ch := l.waitChanLocked()
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -71,7 +84,7 @@ func (l *limiter) waitFree(ctx context.Context) (int, error) {
 			l.mu.Unlock()
 			return free, nil
 		}
-		ch := l.changed
+		ch := l.waitChanLocked()
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -70,15 +71,12 @@ func (cr *clusterRunner) discover(ctx context.Context) {
 			if _, ok := cr.brokers[key]; ok || cr.ctx.Err() != nil {
 				continue
 			}
-			bl := &brokerLoop{cr: cr, queue: q, endpoint: q.Endpoint, acks: make(chan ackReq)}
+			bl := &brokerLoop{cr: cr, queue: q, endpoint: q.Endpoint}
 			cr.brokers[key] = bl
 			c.log.Info("receiving from broker", zap.String("cluster", cr.name), zap.String("broker", q.Broker),
 				zap.String("endpoint", q.Endpoint))
 			for range receiversPerBroker {
 				cr.goLoop(bl.run)
-			}
-			for range ackWorkers {
-				go bl.ackLoop()
 			}
 		}
 		cr.mu.Unlock()
@@ -94,7 +92,7 @@ type brokerLoop struct {
 	cr       *clusterRunner
 	queue    driver.Queue
 	endpoint string
-	acks     chan ackReq
+	acks     acker
 }
 
 func (bl *brokerLoop) run() {
@@ -157,58 +155,83 @@ func (bl *brokerLoop) retryPolicy() driver.RetryPolicy {
 	return s.Retry
 }
 
-// ackReq is one ack waiting for an AckMessage call.
-type ackReq struct {
-	entry driver.AckEntry
-	done  chan error
+// acker gathers the acks of one broker into AckMessage calls. At most
+// ackWorkers calls are in flight; acks that come while they are gather in
+// the open batch, which the next free sender takes whole (up to ackBatch),
+// so the number of calls adapts to the load without a timer. A handler's
+// goroutine appends under a mutex and waits on its batch's channel: no
+// channel or goroutine per message.
+type acker struct {
+	mu      sync.Mutex
+	open    []*ackCall // batches not yet taken by a sender, oldest first
+	senders int        // sender goroutines running
 }
 
-// ack queues one ack for this broker and waits for its result. Acks of
-// concurrent handlers share calls: while one call is in flight the next
-// ones gather, so the number of calls adapts to the load without a timer.
+// ackCall is one AckMessage call: the entries it carries and, once done is
+// closed, one result per entry.
+type ackCall struct {
+	entries []driver.AckEntry
+	errs    []error
+	done    chan struct{}
+}
+
+// ack queues one ack for this broker and waits for its result.
 func (bl *brokerLoop) ack(ctx context.Context, e driver.AckEntry) error {
-	req := ackReq{entry: e, done: make(chan error, 1)}
-	select {
-	case bl.acks <- req:
-	case <-bl.cr.stopAck:
+	if isClosed(bl.cr.stopAck) || isClosed(bl.cr.c.stopAck) {
 		return errClosed
-	case <-bl.cr.c.stopAck:
-		return errClosed
-	case <-ctx.Done():
-		return ctx.Err()
 	}
-	return <-req.done
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a := &bl.acks
+	a.mu.Lock()
+	var call *ackCall
+	if n := len(a.open); n > 0 && len(a.open[n-1].entries) < ackBatch {
+		call = a.open[n-1]
+	} else {
+		call = &ackCall{entries: make([]driver.AckEntry, 0, ackBatch), done: make(chan struct{})}
+		a.open = append(a.open, call)
+	}
+	i := len(call.entries)
+	call.entries = append(call.entries, e)
+	start := a.senders < ackWorkers
+	if start {
+		a.senders++
+	}
+	a.mu.Unlock()
+	if start {
+		go bl.sendLoop()
+	}
+	<-call.done
+	return call.errs[i]
 }
 
-func (bl *brokerLoop) ackLoop() {
-	c := bl.cr.c
-	batch := make([]ackReq, 0, ackBatch)
+// sendLoop sends open batches until none is left.
+func (bl *brokerLoop) sendLoop() {
+	a := &bl.acks
 	for {
-		select {
-		case <-c.stopAck:
+		a.mu.Lock()
+		if len(a.open) == 0 {
+			a.senders--
+			a.mu.Unlock()
 			return
-		case <-bl.cr.stopAck:
-			return
-		case r := <-bl.acks:
-			batch = append(batch[:0], r)
 		}
-	drain:
-		for len(batch) < ackBatch {
-			select {
-			case r := <-bl.acks:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		entries := make([]driver.AckEntry, len(batch))
-		for i, r := range batch {
-			entries[i] = r.entry
-		}
-		errs := bl.sendAcks(entries)
-		for i, r := range batch {
-			r.done <- errs[i]
-		}
+		call := a.open[0]
+		a.open[0] = nil
+		a.open = a.open[1:]
+		a.mu.Unlock()
+		call.errs = bl.sendAcks(call.entries)
+		close(call.done)
+	}
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -86,6 +86,16 @@
 // this). Long polls wake on the store's arrivals, on acks and nacks of the
 // group, and at the earliest in-flight deadline.
 //
+// The receive and ack paths are kept cheap because consumption has to keep
+// up with batched production: a pop hands out the messages the store read
+// without copying them; a receive converts its whole batch (the MD5 body
+// digest included, computed per delivery as the proxy does) before writing
+// the first message, so gRPC coalesces the responses into few socket
+// writes while the frames stay one message each; an AckMessage decodes
+// every handle first and then acks all entries of one group state under a
+// single hold of its lock. Progress is never written on the ack path: acks
+// only bump a version that the checkpoint loop looks at.
+//
 // Receipt handles are opaque base64url records (broker, topic, queue,
 // offset, delivery nonce, pop time, deadline, CRC32). A handle acts only
 // while its nonce is the one recorded for the message in flight (the

@@ -200,7 +200,9 @@ type popOptions struct {
 
 // popped is one message delivered by a pop.
 type popped struct {
-	msg      store.StoredMessage
+	// msg points into the slice a store read returned; nothing else holds
+	// that slice, so it is not copied.
+	msg      *store.StoredMessage
 	attempts int32
 	handle   receipt
 }
@@ -217,7 +219,7 @@ func (b *Broker) pop(ctx context.Context, g *groupTopic, opts popOptions) ([]pop
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := opts.now.UnixMilli()
-	var out []popped
+	out := make([]popped, 0, opts.max)
 	moreToScan := false
 	n := len(opts.queues)
 	start := g.rr
@@ -440,7 +442,7 @@ func (b *Broker) deliverLocked(g *groupTopic, qid int32, qs *queueState, e *infl
 	} else {
 		heap.Push(&qs.due, e)
 	}
-	return popped{msg: *m, attempts: carried(m) + e.attempts, handle: receipt{
+	return popped{msg: m, attempts: carried(m) + e.attempts, handle: receipt{
 		broker: b.cfg.Name, topic: g.topic, queueID: qid, offset: e.offset,
 		nonce: e.nonce, popTime: now, deadline: e.deadline,
 	}}
@@ -493,27 +495,62 @@ func (g *groupTopic) lookupLocked(r receipt, now int64) (qs *queueState, e *infl
 	return qs, nil, nil
 }
 
-// ack completes the delivery a receipt names; a stale receipt is a no-op
-// (see lookupLocked), so a retried ack succeeds and an old handle never
-// acks a newer delivery. Long polls are woken only for a FIFO group, where
-// an ack can free a held queue; for other groups an ack makes nothing
-// deliverable.
-func (b *Broker) ack(g *groupTopic, r receipt, now time.Time, fifo bool) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	qs, e, err := g.lookupLocked(r, now.UnixMilli())
+// pendingAck is one entry of an AckMessage: its group state and receipt
+// as resolved, and its outcome.
+type pendingAck struct {
+	g   *groupTopic
+	r   receipt
+	err error
+}
+
+// ackAll completes the deliveries the receipts name, holding each group
+// state's lock once for a run of entries of that state; entries that failed
+// to resolve are left as they are. A stale receipt is a no-op (see
+// lookupLocked), so a retried ack succeeds and an old handle never acks a
+// newer delivery. Long polls are woken only for a FIFO group, where an ack
+// can free a held queue; for other groups an ack makes nothing deliverable.
+func (b *Broker) ackAll(acks []pendingAck, now time.Time, fifo bool) {
+	ms := now.UnixMilli()
+	for i := 0; i < len(acks); {
+		g := acks[i].g
+		if acks[i].err != nil || g == nil {
+			i++
+			continue
+		}
+		done := 0
+		g.mu.Lock()
+		for ; i < len(acks) && acks[i].g == g; i++ {
+			if acks[i].err != nil {
+				continue
+			}
+			var ok bool
+			ok, acks[i].err = g.ackLocked(acks[i].r, ms)
+			if ok {
+				done++
+			}
+		}
+		if done > 0 {
+			if fifo {
+				g.signalLocked()
+			}
+			b.progressChanged()
+		}
+		g.mu.Unlock()
+	}
+}
+
+// ackLocked completes the delivery r names; ok reports that it was the
+// message's current delivery and is now done.
+func (g *groupTopic) ackLocked(r receipt, now int64) (ok bool, err error) {
+	qs, e, err := g.lookupLocked(r, now)
 	if err != nil || e == nil {
-		return err
+		return false, err
 	}
 	if e.autoRenew {
 		g.autoRenew--
 	}
 	qs.markDone(e.offset)
-	if fifo {
-		g.signalLocked()
-	}
-	b.progressChanged()
-	return nil
+	return true, nil
 }
 
 // changeInvisible moves the deadline of a delivery and returns its new

@@ -46,27 +46,37 @@ func (s *service) AckMessage(ctx context.Context, req *rmqpb.AckMessageRequest) 
 	if err != nil {
 		return &rmqpb.AckMessageResponse{Status: toStatus(err)}, nil
 	}
-	now := time.Now()
+	entries := req.GetEntries()
 	resp := &rmqpb.AckMessageResponse{}
-	codes := make([]*rmqpb.Status, 0, len(req.GetEntries()))
-	for _, e := range req.GetEntries() {
-		st := okStatus()
-		g, r, err := b.resolveHandle(req.GetGroup().GetName(), req.GetTopic().GetName(), e.GetReceiptHandle())
-		if err == nil {
-			err = b.ack(g, r, now, group.FIFO)
+	if len(entries) == 0 {
+		resp.Status = mergeCodes(nil)
+		resp.Status.Message = "ack message result is empty"
+		return resp, nil
+	}
+	// Handles are decoded before any lock is taken; the entries of one
+	// group state (all of them, from a client acking what one receive
+	// brought) are then acked under one hold of its lock.
+	acks := make([]pendingAck, len(entries))
+	for i, e := range entries {
+		acks[i].g, acks[i].r, acks[i].err = b.resolveHandle(req.GetGroup().GetName(), req.GetTopic().GetName(), e.GetReceiptHandle())
+	}
+	b.ackAll(acks, time.Now(), group.FIFO)
+	// One OK status is shared by the entries that succeeded: the response
+	// is only read (marshalled) after this.
+	ok := okStatus()
+	codes := make([]*rmqpb.Status, len(entries))
+	results := make([]rmqpb.AckMessageResultEntry, len(entries))
+	resp.Entries = make([]*rmqpb.AckMessageResultEntry, len(entries))
+	for i, e := range entries {
+		st := ok
+		if acks[i].err != nil {
+			st = toStatus(acks[i].err)
 		}
-		if err != nil {
-			st = toStatus(err)
-		}
-		codes = append(codes, st)
-		resp.Entries = append(resp.Entries, &rmqpb.AckMessageResultEntry{
-			MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st,
-		})
+		codes[i] = st
+		results[i] = rmqpb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st}
+		resp.Entries[i] = &results[i]
 	}
 	resp.Status = mergeCodes(codes)
-	if len(codes) == 0 {
-		resp.Status.Message = "ack message result is empty"
-	}
 	return resp, nil
 }
 

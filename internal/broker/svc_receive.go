@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"crypto/md5"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -172,24 +171,46 @@ func (s *service) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream grpc.S
 	if len(msgs) == 0 {
 		return finish(&rmqpb.Status{Code: rmqpb.Code_MESSAGE_NOT_FOUND, Message: "no new message"})
 	}
+	// Every message is converted (digest included) before the first is
+	// written, so the writes follow each other closely and gRPC's writer
+	// coalesces them into few socket writes instead of one per message.
+	// The frames on the wire are the same: one response per message.
+	ns := req.GetMessageQueue().GetTopic().GetResourceNamespace()
+	resps := make([]rmqpb.ReceiveMessageResponse, len(msgs))
+	contents := make([]rmqpb.ReceiveMessageResponse_Message, len(msgs))
+	for i := range msgs {
+		contents[i].Message = b.toMessage(&msgs[i], ns)
+		resps[i].Content = &contents[i]
+	}
 	if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
 		b.nackAll(rr, msgs)
 		return err
 	}
-	for i, p := range msgs {
-		m := b.toMessage(&p, req.GetMessageQueue().GetTopic().GetResourceNamespace())
-		if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Message{Message: m}}); err != nil {
+	for i := range msgs {
+		if err := stream.Send(&resps[i]); err != nil {
 			// Those not written go back at once, as the proxy does (it nacks
 			// them to one second).
+			b.countOut(msgs[:i])
 			b.nackAll(rr, msgs[i:])
 			return err
 		}
-		b.met.messagesOut.Inc()
-		if p.attempts > 1 {
-			b.met.redelivered.Inc()
+	}
+	b.countOut(msgs)
+	return stream.Send(deliveryTimestampResponse(time.Now()))
+}
+
+// countOut counts written deliveries, redeliveries among them.
+func (b *Broker) countOut(msgs []popped) {
+	redelivered := 0
+	for i := range msgs {
+		if msgs[i].attempts > 1 {
+			redelivered++
 		}
 	}
-	return stream.Send(deliveryTimestampResponse(time.Now()))
+	b.met.messagesOut.Add(float64(len(msgs)))
+	if redelivered > 0 {
+		b.met.redelivered.Add(float64(redelivered))
+	}
 }
 
 // nackAll makes deliveries that never reached the client visible again
@@ -205,25 +226,28 @@ func (b *Broker) nackAll(rr *receiveRequest, msgs []popped) {
 }
 
 // toMessage converts a delivery to the protocol's Message, as the proxy's
-// converter does.
+// converter does. It runs for every message delivered, so it allocates
+// only what the response keeps.
 func (b *Broker) toMessage(p *popped, namespace string) *rmqpb.Message {
-	m := &p.msg
+	m := p.msg
 	props := m.Properties
-	user := make(map[string]string, len(props))
+	var user map[string]string
 	for k, v := range props {
 		switch k {
 		case propShardingKey, propTraceContext, propRecovery:
 			// Carried in system properties.
 		default:
 			if !isReservedKey(k) {
+				if user == nil {
+					user = make(map[string]string, len(props))
+				}
 				user[k] = v
 			}
 		}
 	}
-	sum := md5.Sum(m.Body)
 	sp := &rmqpb.SystemProperties{
 		MessageId:       props[propUniqKey],
-		BodyDigest:      &rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
+		BodyDigest:      &rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: md5Upper(m.Body)},
 		BodyEncoding:    rmqpb.Encoding_IDENTITY,
 		MessageType:     storedKind(m),
 		BornTimestamp:   timestamppb.New(time.UnixMilli(m.BornTimestamp)),
@@ -256,8 +280,10 @@ func (b *Broker) toMessage(p *popped, namespace string) *rmqpb.Message {
 	if origin := props[propDLQTopic]; origin != "" {
 		sp.DeadLetterQueue = &rmqpb.DeadLetterQueue{Topic: origin, MessageId: props[propDLQMessageID]}
 	}
-	if sec, err := strconv.ParseInt(props[propRecovery], 10, 64); err == nil && props[propTranMsg] == "true" {
-		sp.OrphanedTransactionRecoveryDuration = durationpb.New(time.Duration(sec) * time.Second)
+	if props[propTranMsg] == "true" {
+		if sec, err := strconv.ParseInt(props[propRecovery], 10, 64); err == nil {
+			sp.OrphanedTransactionRecoveryDuration = durationpb.New(time.Duration(sec) * time.Second)
+		}
 	}
 	return &rmqpb.Message{
 		Topic:            &rmqpb.Resource{ResourceNamespace: namespace, Name: m.Topic},
@@ -265,6 +291,19 @@ func (b *Broker) toMessage(p *popped, namespace string) *rmqpb.Message {
 		SystemProperties: sp,
 		Body:             m.Body,
 	}
+}
+
+// md5Upper is the body digest as the proxy writes it: MD5 in upper-case
+// hex.
+func md5Upper(body []byte) string {
+	const digits = "0123456789ABCDEF"
+	sum := md5.Sum(body)
+	var out [2 * md5.Size]byte
+	for i, c := range sum {
+		out[2*i] = digits[c>>4]
+		out[2*i+1] = digits[c&0x0f]
+	}
+	return string(out[:])
 }
 
 // storedKind re-infers the type of a stored message.

@@ -11,7 +11,6 @@ import (
 	"hash/crc32"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
@@ -199,33 +198,64 @@ func convertMessage(m *rmqpb.Message, endpoint string) *ReceivedMessage {
 }
 
 // verifyDigest checks the body against the digest the server computed over
-// the stored bytes. No digest, or an unknown digest type, passes.
+// the stored bytes. No digest, or an unknown digest type, passes. It runs
+// for every message received, so the expected sum is decoded from hex and
+// compared as bytes: nothing is allocated unless the check fails.
 func verifyDigest(d *rmqpb.Digest, body []byte) error {
-	if d == nil || d.GetChecksum() == "" {
+	want := d.GetChecksum()
+	if want == "" {
 		return nil
 	}
-	var got string
 	switch d.GetType() {
 	case rmqpb.DigestType_MD5:
 		s := md5.Sum(body)
-		got = hex.EncodeToString(s[:])
+		if !hexEqual(want, s[:]) {
+			return digestMismatch(d, s[:])
+		}
 	case rmqpb.DigestType_SHA1:
 		s := sha1.Sum(body)
-		got = hex.EncodeToString(s[:])
+		if !hexEqual(want, s[:]) {
+			return digestMismatch(d, s[:])
+		}
 	case rmqpb.DigestType_CRC32:
 		sum := crc32.ChecksumIEEE(body)
-		want, err := strconv.ParseUint(d.GetChecksum(), 16, 32)
-		if err != nil || uint32(want) != sum {
-			return fmt.Errorf("CRC32 digest %s does not match body (%X)", truncate(d.GetChecksum(), 64), sum)
+		w, err := strconv.ParseUint(want, 16, 32)
+		if err != nil || uint32(w) != sum {
+			return fmt.Errorf("CRC32 digest %s does not match body (%X)", truncate(want, 64), sum)
 		}
-		return nil
-	default:
-		return nil
-	}
-	if !strings.EqualFold(got, d.GetChecksum()) {
-		return fmt.Errorf("%s digest %s does not match body (%s)", d.GetType(), truncate(d.GetChecksum(), 64), got)
 	}
 	return nil
+}
+
+// hexEqual reports whether s is the hex encoding of sum, in either case.
+func hexEqual(s string, sum []byte) bool {
+	if len(s) != 2*len(sum) {
+		return false
+	}
+	for i, c := range sum {
+		hi, ok1 := fromHex(s[2*i])
+		lo, ok2 := fromHex(s[2*i+1])
+		if !ok1 || !ok2 || hi<<4|lo != c {
+			return false
+		}
+	}
+	return true
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+func digestMismatch(d *rmqpb.Digest, got []byte) error {
+	return fmt.Errorf("%s digest %s does not match body (%s)", d.GetType(), truncate(d.GetChecksum(), 64), hex.EncodeToString(got))
 }
 
 // maxDecodedBody bounds decompression so a hostile body cannot exhaust

@@ -54,9 +54,21 @@ func (c *Client) Ack(ctx context.Context, endpoint, topic string, entries []AckE
 
 // matchAckResults pairs result entries with request entries by receipt
 // handle (falling back to position). A request entry with no result is
-// taken as acked, since the top-level status was a success.
+// taken as acked, since the top-level status was a success. Servers answer
+// in request order, so the pairing is checked by position first and the
+// handle index is built only for an answer in another order.
 func matchAckResults(entries []AckEntry, results []*rmqpb.AckMessageResultEntry, endpoint string) []error {
 	out := make([]error, len(entries))
+	inOrder := len(results) == len(entries)
+	for j := 0; inOrder && j < len(results); j++ {
+		inOrder = results[j].GetReceiptHandle() == entries[j].ReceiptHandle
+	}
+	if inOrder {
+		for j, r := range results {
+			out[j] = statusError(r.GetStatus(), "AckMessage", endpoint)
+		}
+		return out
+	}
 	byHandle := make(map[string]int, len(entries))
 	for i, e := range entries {
 		byHandle[e.ReceiptHandle] = i

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"crypto/md5"
+	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -151,6 +152,39 @@ func TestReceivedBodyDigestAndEncoding(t *testing.T) {
 	assert.NoError(t, convertMessage(crc, "h:1").Err)
 	crc.SystemProperties.BodyDigest.Checksum = "00000000"
 	assert.ErrorIs(t, convertMessage(crc, "h:1").Err, ErrCorrupted)
+}
+
+// TestVerifyDigestForms: a digest is accepted in either hex case and
+// rejected when it differs in any way, including its length or a character
+// that is not hex.
+func TestVerifyDigestForms(t *testing.T) {
+	body := []byte("digest me")
+	m := md5.Sum(body)
+	s := sha1.Sum(body)
+	upper := strings.ToUpper(hex.EncodeToString(m[:]))
+	lower := hex.EncodeToString(m[:])
+	for name, c := range map[string]struct {
+		d  *rmqpb.Digest
+		ok bool
+	}{
+		"md5 upper":      {&rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: upper}, true},
+		"md5 lower":      {&rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: lower}, true},
+		"sha1":           {&rmqpb.Digest{Type: rmqpb.DigestType_SHA1, Checksum: hex.EncodeToString(s[:])}, true},
+		"none":           {nil, true},
+		"unknown type":   {&rmqpb.Digest{Type: rmqpb.DigestType(42), Checksum: "zz"}, true},
+		"md5 other body": {&rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: md5Upper([]byte("other"))}, false},
+		"md5 short":      {&rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: upper[:30]}, false},
+		"md5 long":       {&rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: upper + "00"}, false},
+		"md5 not hex":    {&rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: "G" + upper[1:]}, false},
+		"sha1 as md5":    {&rmqpb.Digest{Type: rmqpb.DigestType_SHA1, Checksum: upper}, false},
+	} {
+		err := verifyDigest(c.d, body)
+		if c.ok {
+			assert.NoError(t, err, name)
+		} else {
+			assert.Error(t, err, name)
+		}
+	}
 }
 
 func FuzzConvertMessage(f *testing.F) {
