@@ -1,0 +1,122 @@
+// Package producer sends messages to logic topics: one name that the
+// configuration maps onto a physical topic on each of several RocketMQ 5
+// clusters (two data centres, usually). A plain Send is batched behind the
+// caller's back, steered away from sick brokers, retried on another cluster
+// when one fails, and follows configuration changes without a restart.
+//
+//	p, err := producer.New(ctx, producer.WithSource(config.File("twinmq.json", config.FileOptions{})))
+//	...
+//	res, err := p.Send(lane.WithLane(ctx, "gray"), &producer.Message{Topic: "orders", Body: b})
+//	...
+//	err = p.Close(ctx)
+//
+// # The path of a message
+//
+//  1. Validate at once, against the configuration in force: a known logic
+//     topic, a body neither empty nor larger than 4 MiB, no property key
+//     RocketMQ or this SDK reserves, a well-formed lane, and the limits a
+//     RocketMQ proxy enforces (tag, keys, message group, property sizes,
+//     delivery time at most a day ahead). Bad input gets a typed error
+//     before anything is buffered.
+//  2. Stamp: a message id generated here (the official 34-hex-digit layout;
+//     it stays the same across retries, so a consumer can deduplicate), and
+//     the lane of the context (lane.WithLane) as the lane property. The
+//     caller's Message and its Properties map are never modified.
+//  3. Pick a target with the topic's failover picker. Its resources are the
+//     brokers of every cluster of the topic, as the clusters' routes list
+//     them; a cluster's configured weight is split evenly over its brokers
+//     and multiplied by each broker's health. Cluster priority forms
+//     failover priority groups (the local data centre first, spilling to
+//     the other by health). Picks are sticky: a topic keeps the broker
+//     failover chose for 20 ms or four batches' worth of bytes
+//     (4 x batchMaxBytes), whichever ends first, then picks again; within
+//     the broker, messages likewise stick to one queue for four batches'
+//     worth of bytes. Over time the shares follow weights and health as
+//     with a pick per message, but concurrent messages meet in one batch
+//     instead of one small batch per broker and queue: with 16 and 64
+//     synchronous senders that cuts the CPU per message of client and
+//     brokers together by two to three times (BenchmarkProduce reports
+//     cpu-us/msg). A failed request, a broker going down and a reload end
+//     the stickiness at once.
+//  4. Accumulate under the key (cluster, broker endpoint, physical topic,
+//     queue), plus the message group for FIFO messages (package batch). A
+//     key with nothing in flight sends at once, so a lone synchronous sender
+//     never waits for a timer; while a request of the key is in flight, new
+//     messages gather and leave together when it completes, or when the
+//     batch is full, or after batching.maxDelay. batching.totalBatchMaxBytes
+//     caps everything buffered or in flight; senders wait (ctx-aware) while
+//     it is reached, or fail at once with WithFailFast.
+//  5. One SendMessage request per batch; every message gets its own result
+//     (id, queue, offset: a proxy that answers a batch with one entry gives
+//     message i the first offset plus i).
+//  6. Report the outcome of the request to failover (one report per
+//     request: it is the request that succeeded or failed at that broker).
+//     A failed message is retried on a target it has not tried yet; when it
+//     has tried them all it starts over after a growing pause. This goes on
+//     until the caller's ctx ends (or timeouts.sendDeadline when ctx has no
+//     deadline), so a dead cluster costs latency, not an error.
+//
+// # Decisions
+//
+//   - Delayed messages always go alone, in a request of their own: RocketMQ
+//     brokers apply the timer only to single messages. With batching off
+//     (batching.enabled false) every message goes alone.
+//   - FIFO: a message group batches only with itself and has at most one
+//     request in flight, so the order of the Send calls of a group is the
+//     stored order. The group hashes to one queue of one broker among the
+//     healthy brokers of the preferred priority group; it moves only when
+//     that broker is down. A move (or a retry elsewhere) can reorder the
+//     messages in flight at that moment: order is kept while the target is
+//     healthy, as in RocketMQ itself. A real RocketMQ proxy re-hashes single
+//     FIFO messages itself but stores a multi-message request in one queue
+//     of its choice; with a real proxy, messages of one group therefore
+//     keep their order only if each is sent alone (send them with Send, one
+//     after the other; concurrency within a group is what forms batches).
+//   - Which failures are retried elsewhere: transport failures, timeouts,
+//     throttling, server-side internal errors, a topic missing on one
+//     cluster, and a client closed by a reload. A bad request, an oversized
+//     message or refused credentials fail at once: another cluster would
+//     refuse them too. Only the retried kinds count against a broker's
+//     health. A request that got no answer within timeouts.request counts as
+//     a timeout of that broker; the caller's own ctx ending does not.
+//   - A broker that cannot be reached at all (connection refused or reset:
+//     the driver's ErrUnavailable) is taken down at once, as the official
+//     clients isolate such endpoints; other retryable failures halve its
+//     weight. A down broker is probed with a Heartbeat every
+//     failover.probeInterval and earns its traffic back gradually (see
+//     package failover).
+//   - Weight 0 drains a cluster: its brokers leave the picker (and lose
+//     their health history, which matters little for a drained cluster).
+//   - Routes: each cluster's route is asked through its endpoints in order;
+//     the driver caches and refreshes it, and the producer looks at it every
+//     second, so a cluster unreachable at start joins once it answers.
+//   - Reload: a new configuration version is applied under one lock, all or
+//     nothing: new clients and pickers are built first, then the topics,
+//     weights, batch limits and timeouts are swapped in with atomic
+//     pointers. Clusters and brokers that stay keep their routes and health;
+//     a change of the failover section builds fresh pickers (health
+//     restarts from full). Sends in flight finish on the target they
+//     picked; nothing is dropped. A client no longer used is closed after
+//     the longest a send could still need it.
+//   - One RocketMQ client (one client id, one Telemetry stream per
+//     endpoint) serves every cluster that shares TLS and credentials.
+//   - SendAsync callbacks run on the producer's goroutines, like franz-go's
+//     promises: they must be quick and must not block.
+//   - Transactional messages (SendTransactional) go alone, like delayed
+//     ones, and are retried elsewhere like any send until stored; Commit
+//     and Rollback go to the broker that stored the half message. A
+//     TransactionChecker (WithTransactionChecker) answers the brokers'
+//     checks of half messages left pending; every RocketMQ client of the
+//     producer carries it, since a broker asks any producer of the topic.
+//
+// # Metrics
+//
+// With WithRegisterer: twinmq_producer_sends_total{topic,cluster,result}
+// (result ok, error, or retried: an attempt failed and the message moved
+// on), twinmq_producer_send_duration_seconds{topic} and
+// twinmq_producer_config_rejected_total; batch sizes, flush reasons and
+// buffered bytes as twinmq_batch_*; failover weights as
+// twinmq_failover_weight{picker="producer/<topic>",resource="<cluster>/<endpoint>"};
+// configuration reloads as twinmq_config_reloads_total; RPCs as the
+// driver's collectors. Logging goes to the WithLogger logger only.
+package producer

@@ -1,0 +1,92 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twinmq/twinmq/batch"
+	"github.com/twinmq/twinmq/internal/driver"
+)
+
+// flush is the accumulator's flush function: one SendMessage request for a
+// batch of one key. The accumulator's ctx ends only when Close gives up;
+// each request is bounded by timeouts.request.
+func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending) ([]batch.Result[driver.SendResult], error) {
+	res, err := p.request(ctx, key.target, key.queue, items)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]batch.Result[driver.SendResult], len(res))
+	for i, r := range res {
+		out[i] = batch.Result[driver.SendResult]{Value: r, Err: r.Err}
+	}
+	return out, nil
+}
+
+// sendAlone sends one message in a request of its own: a delayed message
+// (brokers apply the timer only to single messages), or any message when
+// batching is off.
+func (p *Producer) sendAlone(ctx context.Context, t *brokerTarget, queue int32, pd *pending) (driver.SendResult, error) {
+	res, err := p.request(ctx, t, queue, []*pending{pd})
+	if err != nil {
+		return driver.SendResult{}, err
+	}
+	return res[0], res[0].Err
+}
+
+// request sends items to t in one SendMessage call and reports the outcome
+// to failover: one report per request, since the request is what succeeded
+// or failed at that broker.
+func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, items []*pending) ([]driver.SendResult, error) {
+	timeout := p.settings.Load().requestTimeout
+	backing := make([]driver.Message, len(items))
+	msgs := make([]*driver.Message, len(items))
+	for i, it := range items {
+		m := it.msg
+		backing[i] = driver.Message{
+			Topic:        t.physical,
+			Tag:          m.Tag,
+			Keys:         m.Keys,
+			ID:           it.id,
+			Group:        m.MessageGroup,
+			DeliveryTime: m.DeliveryTime,
+			Properties:   it.props,
+			Body:         m.Body,
+			QueueID:      queue,
+
+			Transactional: it.transactional,
+		}
+		msgs[i] = &backing[i]
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	start := time.Now()
+	res, err := t.client.Send(cctx, t.endpoint, msgs)
+	cancel()
+	h := items[0].handle
+	picker := items[0].topic.picker
+	if err != nil {
+		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			// Our own request timeout, not the caller giving up: the
+			// broker did not answer in time, which is its failure.
+			err = fmt.Errorf("send to %s (%s) got no answer within %v: %w", t.endpoint, t.cluster, timeout, driver.ErrTimeout)
+		}
+		switch {
+		case errors.Is(err, driver.ErrUnavailable):
+			// The endpoint cannot be reached at all (connection refused,
+			// reset, no route): take it out until a probe reaches it, as
+			// the official clients isolate such endpoints. Halving its
+			// weight would keep sending it a share of the traffic, and
+			// with sticky picks that share shrinks slowly.
+			picker.Down(h, err)
+			items[0].topic.unstick(h)
+		case retryableError(err):
+			picker.Failure(h, err)
+			items[0].topic.unstick(h)
+		}
+		return nil, err
+	}
+	picker.Success(h, time.Since(start))
+	return res, nil
+}

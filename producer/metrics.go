@@ -1,0 +1,78 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Result label values of twinmq_producer_sends_total.
+const (
+	resultOK      = "ok"
+	resultError   = "error"
+	resultRetried = "retried"
+)
+
+// metrics holds the producer's own collectors. Batch sizes, flush reasons
+// and buffered bytes come from the batch accumulator (twinmq_batch_*),
+// failover weights from the pickers (twinmq_failover_weight, one picker per
+// logic topic named "producer/<topic>"), RPC counts from the RocketMQ
+// clients: all on the same Registerer. A nil *metrics records nothing.
+type metrics struct {
+	sends        *prometheus.CounterVec   // topic, cluster, result
+	sendLatency  *prometheus.HistogramVec // topic
+	configErrors prometheus.Counter
+	all          []prometheus.Collector
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "twinmq", Subsystem: "producer", Name: "sends_total",
+			Help: "Messages by logic topic, cluster and result: ok, error (the send failed), or retried (an attempt failed and the message went on to another target).",
+		}, []string{"topic", "cluster", "result"}),
+		sendLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "twinmq", Subsystem: "producer", Name: "send_duration_seconds",
+			Help:    "Time from a send call to its result, retries included, by logic topic.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
+		}, []string{"topic"}),
+		configErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "twinmq", Subsystem: "producer", Name: "config_rejected_total",
+			Help: "Configuration versions the producer could not apply (the previous one keeps serving).",
+		}),
+	}
+	m.all = []prometheus.Collector{m.sends, m.sendLatency, m.configErrors}
+	for i, c := range m.all {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.all[:i] {
+				reg.Unregister(done)
+			}
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("%w: producer metrics are already registered; give each producer its own Registerer (prometheus.WrapRegistererWith)", ErrInvalidConfig)
+			}
+			return nil, fmt.Errorf("%w: register producer metrics: %w", ErrInvalidConfig, err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if m == nil || reg == nil {
+		return
+	}
+	for _, c := range m.all {
+		reg.Unregister(c)
+	}
+}
+
+func (m *metrics) configRejected() {
+	if m == nil {
+		return
+	}
+	m.configErrors.Inc()
+}

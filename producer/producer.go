@@ -1,0 +1,543 @@
+package producer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/twinmq/twinmq/batch"
+	"github.com/twinmq/twinmq/config"
+	"github.com/twinmq/twinmq/failover"
+	"github.com/twinmq/twinmq/internal/driver"
+)
+
+// Producer sends messages to logic topics. It is safe for concurrent use;
+// create one per process and configuration, and Close it when done.
+type Producer struct {
+	opts    options
+	log     *zap.Logger
+	metrics *metrics
+	ids     *driver.MessageIDGenerator
+
+	watcher     *config.Watcher
+	ownWatcher  bool
+	unsubscribe func()
+
+	acc *batch.Accumulator[batchKey, *pending, driver.SendResult]
+
+	// settings and topics are immutable snapshots swapped by a reload; the
+	// send path reads them without a lock.
+	settings atomic.Pointer[settings]
+	topics   atomic.Pointer[map[string]*topicState]
+
+	// mu serializes reloads and route updates and guards the mutable parts
+	// of topicState and clusterEntry, and clients.
+	mu        sync.Mutex
+	clients   map[string]*driver.Client
+	clientSeq int
+	// retired are clients no configuration uses any more, closed when their
+	// timer fires or on Close, whichever comes first.
+	retired map[*driver.Client]*time.Timer
+
+	// active counts sends in progress (sync and async, retries included);
+	// Close waits for it to reach zero before closing the accumulator.
+	closed   atomic.Bool
+	active   atomic.Int64
+	idle     chan struct{}
+	idleOnce sync.Once
+
+	// Background work (route polling) runs under bgCtx and is counted in
+	// bg; bgStopped (guarded by mu) keeps a late reload from starting more
+	// once Close is waiting for it.
+	bgCtx     context.Context
+	bgCancel  context.CancelFunc
+	bg        sync.WaitGroup
+	bgStopped bool
+}
+
+// settings are the scalar parts of the configuration the send path reads.
+type settings struct {
+	batching       bool
+	requestTimeout time.Duration
+	sendDeadline   time.Duration
+	rotateBytes    int64
+	maxBody        int
+	maxBuffered    int64
+}
+
+// routePollInterval is how often the producer looks at the routes of its
+// clusters: the driver caches them and refreshes them from the servers, so
+// a look costs a map read unless a cluster has no route yet, which is then
+// asked for again.
+const routePollInterval = time.Second
+
+// New starts a producer. Exactly one of WithConfig, WithSource or
+// WithWatcher must be given. New returns once the configuration is applied
+// and the routes of its clusters were asked for (bounded by ctx); a cluster
+// that does not answer yet is retried in the background and takes traffic
+// once it does.
+func New(ctx context.Context, opts ...Option) (*Producer, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	given := 0
+	for _, set := range []bool{o.cfg != nil, o.source != nil, o.watcher != nil} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, fmt.Errorf("%w: give exactly one of WithConfig, WithSource and WithWatcher (got %d)", ErrInvalidConfig, given)
+	}
+	if o.logger == nil {
+		o.logger = zap.NewNop()
+	}
+	if o.tlsConfig == nil {
+		o.tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if o.instance == "" {
+		host, _ := os.Hostname()
+		o.instance = fmt.Sprintf("%s@%d@%d", host, os.Getpid(), time.Now().UnixNano())
+	}
+	p := &Producer{
+		opts:    o,
+		log:     o.logger,
+		ids:     driver.NewMessageIDGenerator(),
+		clients: map[string]*driver.Client{},
+		retired: map[*driver.Client]*time.Timer{},
+		idle:    make(chan struct{}),
+	}
+	empty := map[string]*topicState{}
+	p.topics.Store(&empty)
+	p.bgCtx, p.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+
+	var err error
+	switch {
+	case o.watcher != nil:
+		p.watcher = o.watcher
+	default:
+		src := o.source
+		if o.cfg != nil {
+			if err := o.cfg.Validate(); err != nil {
+				p.bgCancel()
+				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			}
+			src = config.Static(o.cfg)
+		}
+		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.logger, Registerer: o.registerer})
+		if err != nil {
+			p.bgCancel()
+			if errors.Is(err, config.ErrInvalidConfig) {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			}
+			return nil, fmt.Errorf("producer: configuration: %w", err)
+		}
+		p.ownWatcher = true
+	}
+	fail := func(err error) (*Producer, error) {
+		p.mu.Lock()
+		p.bgStopped = true
+		p.mu.Unlock()
+		p.bgCancel()
+		p.bg.Wait()
+		if p.ownWatcher {
+			_ = p.watcher.Close()
+		}
+		if p.acc != nil {
+			_ = p.acc.Close(ctx)
+		}
+		p.closeClients(ctx)
+		p.metrics.unregister(o.registerer)
+		return nil, err
+	}
+
+	p.metrics, err = newMetrics(o.registerer)
+	if err != nil {
+		return fail(err)
+	}
+	first := p.watcher.Current()
+	p.acc, err = batch.New(batch.Config{
+		Limits:     limitsOf(first),
+		FailFast:   o.failFast,
+		Logger:     o.logger,
+		Registerer: o.registerer,
+	}, p.flush)
+	if err != nil {
+		return fail(fmt.Errorf("%w: batching: %w", ErrInvalidConfig, err))
+	}
+
+	// Subscribe and apply under mu: a version accepted meanwhile is handed
+	// to onConfig, which waits for mu and so applies after this one.
+	p.mu.Lock()
+	cur, unsub := p.watcher.Subscribe(p.onConfig)
+	p.unsubscribe = unsub
+	err = p.applyLocked(cur)
+	p.mu.Unlock()
+	if err != nil {
+		unsub()
+		return fail(err)
+	}
+
+	p.refreshAll(ctx)
+	p.bg.Add(1)
+	go p.routeLoop()
+	return p, nil
+}
+
+func limitsOf(cfg *config.Config) batch.Limits {
+	return batch.Limits{
+		MaxDelay:           cfg.Batching.MaxDelay.D(),
+		BatchMaxBytes:      cfg.Batching.BatchMaxBytes,
+		TotalBatchMaxBytes: cfg.Batching.TotalBatchMaxBytes,
+	}
+}
+
+// onConfig applies a version the watcher accepted. If the producer cannot
+// apply it (a client cannot be built for it, say), it keeps the previous
+// one, like the watcher does with a document that fails validation.
+func (p *Producer) onConfig(_, cur *config.Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return
+	}
+	if err := p.applyLocked(cur); err != nil {
+		p.metrics.configRejected()
+		p.log.Error("producer could not apply the configuration; the previous one keeps serving", zap.Error(err))
+		return
+	}
+	p.log.Info("producer applied a new configuration", zap.Int("topics", len(cur.Topics)))
+	// New clusters get their routes now rather than at the next poll.
+	if !p.bgStopped {
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			p.refreshAll(p.bgCtx)
+		}()
+	}
+}
+
+// applyLocked makes cfg the configuration in force. Everything that can
+// fail (new clients, new pickers) is built first; nothing in force changes
+// until all of it succeeded. Sends in flight keep the topic and target they
+// picked and finish on them.
+func (p *Producer) applyLocked(cfg *config.Config) error {
+	lim := limitsOf(cfg)
+	st := &settings{
+		batching:       cfg.Batching.Enabled,
+		requestTimeout: cfg.Timeouts.Request.D(),
+		sendDeadline:   cfg.Timeouts.SendDeadline.D(),
+		rotateBytes:    4 * int64(max(cfg.Batching.BatchMaxBytes, batch.DefaultBatchMaxBytes)),
+		maxBody:        DefaultMaxBodyBytes,
+		maxBuffered:    lim.TotalBatchMaxBytes,
+	}
+	if st.requestTimeout <= 0 {
+		st.requestTimeout = config.DefaultRequestTimeout
+	}
+	if st.sendDeadline <= 0 {
+		st.sendDeadline = config.DefaultSendDeadline
+	}
+	if st.maxBuffered <= 0 {
+		st.maxBuffered = batch.DefaultTotalBatchMaxBytes
+	}
+
+	old := *p.topics.Load()
+	type plan struct {
+		ts       *topicState
+		clusters []*clusterEntry
+		retire   *topicState // replaced because the failover tuning changed
+	}
+	var (
+		plans      []plan
+		newPickers []*failover.Picker[*brokerTarget]
+		newClients = map[string]*driver.Client{}
+		rollback   = func() {
+			for _, pk := range newPickers {
+				pk.Close()
+			}
+			for _, c := range newClients {
+				go func() { _ = c.Close(context.Background()) }()
+			}
+		}
+	)
+	for _, name := range slices.Sorted(maps.Keys(cfg.Topics)) {
+		tc := cfg.Topics[name]
+		ts := old[name]
+		var retire *topicState
+		if ts == nil || ts.fcfg != cfg.Failover {
+			picker, err := p.newPicker(name, cfg.Failover)
+			if err != nil {
+				rollback()
+				return fmt.Errorf("topic %q: failover: %w", name, err)
+			}
+			newPickers = append(newPickers, picker)
+			nts := &topicState{name: name, picker: picker, fcfg: cfg.Failover}
+			if m := p.metrics; m != nil {
+				nts.latency = m.sendLatency.WithLabelValues(name)
+			}
+			if ts != nil {
+				retire = ts
+			}
+			ts = nts
+		}
+		var prev []*clusterEntry
+		if retire != nil {
+			prev = retire.clusters
+		} else {
+			prev = ts.clusters
+		}
+		var entries []*clusterEntry
+		for _, cc := range tc.Clusters {
+			physical := physicalOf(name, cc)
+			key, cred := clientKeyOf(cfg, cc)
+			var e *clusterEntry
+			for _, pe := range prev {
+				if pe.sameAs(cc, physical, key) {
+					e = pe
+					break
+				}
+			}
+			if e == nil {
+				client := p.clients[key]
+				if client == nil {
+					client = newClients[key]
+				}
+				if client == nil {
+					var err error
+					client, err = p.newClient(cfg, cc.TLS, cred, topicsOfClient(cfg, key))
+					if err != nil {
+						rollback()
+						return fmt.Errorf("topic %q cluster %q: %w", name, cc.Name, err)
+					}
+					newClients[key] = client
+				}
+				e = &clusterEntry{name: cc.Name, endpoints: slices.Clone(cc.Endpoints), physical: physical, clientKey: key, client: client}
+			}
+			entries = append(entries, e)
+		}
+		plans = append(plans, plan{ts: ts, clusters: entries, retire: retire})
+	}
+	if err := p.acc.SetLimits(lim); err != nil {
+		rollback()
+		return fmt.Errorf("%w: batching: %w", ErrInvalidConfig, err)
+	}
+
+	// Commit.
+	maps.Copy(p.clients, newClients)
+	next := make(map[string]*topicState, len(plans))
+	for i, pl := range plans {
+		tc := cfg.Topics[pl.ts.name]
+		for j, e := range pl.clusters {
+			// Weight and priority may change on a kept cluster.
+			e.weight, e.priority = tc.Clusters[j].Weight, tc.Clusters[j].Priority
+		}
+		pl.ts.clusters = pl.clusters
+		if err := pl.ts.picker.Update(pl.ts.resourcesLocked()); err != nil {
+			// The configuration was validated, so this is a bug; keep
+			// serving with the resources the picker had.
+			p.log.Error("failover update refused", zap.String("topic", pl.ts.name), zap.Error(err))
+		}
+		pl.ts.sticky.Store(nil)
+		if pl.retire != nil {
+			pl.retire.picker.Close()
+		}
+		next[pl.ts.name] = plans[i].ts
+	}
+	for name, ts := range old {
+		if _, ok := next[name]; !ok {
+			ts.picker.Close()
+		}
+	}
+	p.settings.Store(st)
+	p.topics.Store(&next)
+	p.updateClientsLocked(next)
+	return nil
+}
+
+// newClient creates a RocketMQ client for clusters sharing one TLS and
+// credentials setting.
+func (p *Producer) newClient(cfg *config.Config, useTLS bool, cred *driver.Credentials, topics []string) (*driver.Client, error) {
+	p.clientSeq++
+	dc := driver.Config{
+		Type:           driver.Producer,
+		Topics:         topics,
+		RequestTimeout: cfg.Timeouts.Request.D(),
+		Credentials:    cred,
+		DialOptions:    p.opts.dialOptions,
+		ClientID:       fmt.Sprintf("%s@producer-%d", p.opts.instance, p.clientSeq),
+		// Orphaned-transaction checks reach any producer client of the
+		// topic: every client carries the checker.
+		OnOrphanedTransaction: p.orphanHandler(),
+		Logger:                p.log,
+		Registerer:            p.opts.registerer,
+	}
+	if useTLS {
+		dc.TLS = p.opts.tlsConfig
+	}
+	c, err := driver.New(dc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rocketmq client: %w", ErrInvalidConfig, err)
+	}
+	return c, nil
+}
+
+// topicsOfClient lists the physical topics of cfg's clusters that use the
+// client of key, for the client's first Settings (a proxy refuses a
+// producer that publishes nothing).
+func topicsOfClient(cfg *config.Config, key string) []string {
+	var out []string
+	for name, tc := range cfg.Topics {
+		for _, cc := range tc.Clusters {
+			physical := physicalOf(name, cc)
+			if k, _ := clientKeyOf(cfg, cc); k == key && !slices.Contains(out, physical) {
+				out = append(out, physical)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// updateClientsLocked tells each client the physical topics it publishes
+// (the server asks producers of a topic about orphaned transactions) and
+// retires clients no cluster uses any more. A retired client is closed only
+// after the longest a send could still use it.
+func (p *Producer) updateClientsLocked(topics map[string]*topicState) {
+	used := map[string][]string{}
+	for _, ts := range topics {
+		for _, c := range ts.clusters {
+			if !slices.Contains(used[c.clientKey], c.physical) {
+				used[c.clientKey] = append(used[c.clientKey], c.physical)
+			}
+		}
+	}
+	for key, c := range p.clients {
+		ts, ok := used[key]
+		if ok {
+			slices.Sort(ts)
+			if err := c.SetTopics(ts); err != nil {
+				p.log.Warn("could not update the topics of a client", zap.Error(err))
+			}
+			continue
+		}
+		delete(p.clients, key)
+		st := p.settings.Load()
+		p.retired[c] = time.AfterFunc(st.sendDeadline+st.requestTimeout, func() {
+			p.mu.Lock()
+			_, ok := p.retired[c]
+			delete(p.retired, c)
+			p.mu.Unlock()
+			if !ok {
+				return // Close took care of it
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), st.requestTimeout)
+			defer cancel()
+			_ = c.Close(ctx)
+		})
+	}
+}
+
+// routeLoop keeps the routes of every cluster current (see
+// routePollInterval).
+func (p *Producer) routeLoop() {
+	defer p.bg.Done()
+	t := time.NewTicker(routePollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.bgCtx.Done():
+			return
+		case <-t.C:
+			p.refreshAll(p.bgCtx)
+		}
+	}
+}
+
+// enter registers a send in progress; it fails once Close has begun.
+func (p *Producer) enter() bool {
+	p.active.Add(1)
+	if p.closed.Load() {
+		p.leave()
+		return false
+	}
+	return true
+}
+
+func (p *Producer) leave() {
+	if p.active.Add(-1) == 0 && p.closed.Load() {
+		p.idleOnce.Do(func() { close(p.idle) })
+	}
+}
+
+// Close stops accepting sends (they fail with ErrClosed), waits for the
+// sends in progress to complete (everything buffered is flushed), then
+// tells the servers the client is gone (NotifyClientTermination) and
+// releases everything. If ctx ends first, sends still in flight fail and
+// Close returns ctx's error. Close is idempotent.
+func (p *Producer) Close(ctx context.Context) error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	if p.active.Load() == 0 {
+		p.idleOnce.Do(func() { close(p.idle) })
+	}
+	var errs []error
+	select {
+	case <-p.idle:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("producer: close: waiting for sends in progress: %w", ctx.Err()))
+	}
+	if err := p.acc.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	p.unsubscribe()
+	if p.ownWatcher {
+		_ = p.watcher.Close()
+	}
+	p.mu.Lock()
+	p.bgStopped = true
+	p.mu.Unlock()
+	p.bgCancel()
+	p.bg.Wait()
+	p.mu.Lock()
+	for _, ts := range *p.topics.Load() {
+		ts.picker.Close()
+	}
+	p.mu.Unlock()
+	p.closeClients(ctx)
+	p.metrics.unregister(p.opts.registerer)
+	return errors.Join(errs...)
+}
+
+func (p *Producer) closeClients(ctx context.Context) {
+	p.mu.Lock()
+	clients := slices.Collect(maps.Values(p.clients))
+	clear(p.clients)
+	for c, t := range p.retired {
+		t.Stop()
+		clients = append(clients, c)
+	}
+	clear(p.retired)
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Close(ctx); err != nil {
+				p.log.Debug("closing a rocketmq client", zap.Error(err))
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,458 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twinmq/twinmq/failover"
+	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/lane"
+)
+
+// batchKey is what a batch shares: one queue of one broker of one cluster's
+// physical topic (all in target), and for FIFO messages their group, so a
+// group batches only with itself and, one batch of a key being in flight at
+// a time, stays in order.
+type batchKey struct {
+	target *brokerTarget
+	queue  int32
+	group  string
+}
+
+// pending is one message on its way: validated, stamped with its id and
+// lane, and carrying its retry state. The accumulator holds it while it is
+// buffered or in flight.
+type pending struct {
+	msg       *Message
+	topic     *topicState
+	props     map[string]string
+	lane      string
+	id        string
+	size      int
+	groupHash uint64
+	start     time.Time
+
+	handle    *failover.Handle[*brokerTarget] // the current attempt's target
+	tried     []*failover.Handle[*brokerTarget]
+	attempts  int
+	rounds    int   // times every target was tried
+	lastErr   error // the last failed attempt's error
+	refreshed bool  // routes were asked for on this send's behalf
+
+	transactional bool
+
+	// Asynchronous sends only.
+	ctx    context.Context
+	cancel context.CancelFunc
+	cb     func(*SendResult, error)
+	onDone func(driver.SendResult, error)
+}
+
+// Send sends one message and returns where it was stored. With batching on,
+// it may share a request with concurrent sends to the same target; it never
+// waits for a timer while its target has nothing in flight.
+//
+// A failed attempt is retried on another broker or cluster until ctx ends
+// (or, without a deadline in ctx, for timeouts.sendDeadline). The error
+// wraps one of this package's sentinels for bad input (ErrUnknownTopic,
+// ErrEmptyBody, ErrBodyTooLarge, ErrReservedProperty, ErrInvalidMessage,
+// ErrMalformedLane), ErrClosed, ErrNoTarget, or the last failure's driver
+// error.
+func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
+	if !p.enter() {
+		return nil, closedError(m)
+	}
+	defer p.leave()
+	pd, st, err := p.prepare(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withDeadline(ctx, st.sendDeadline)
+	defer cancel()
+	for {
+		t, q, err := p.pick(ctx, pd)
+		if err != nil {
+			return nil, p.fail(pd, err)
+		}
+		var r driver.SendResult
+		if st.batching && pd.msg.DeliveryTime.IsZero() {
+			r, err = p.acc.Add(ctx, batchKey{t, q, m.MessageGroup}, pd, pd.size)
+		} else {
+			r, err = p.sendAlone(ctx, t, q, pd)
+		}
+		if err == nil {
+			return p.succeed(pd, t, r), nil
+		}
+		if !p.retryable(ctx, pd, err) {
+			return nil, p.fail(pd, err)
+		}
+	}
+}
+
+// SendAsync sends one message without waiting for the outcome, which cb
+// receives exactly once. It blocks only while the buffered bytes are at
+// batching.totalBatchMaxBytes (or until ctx ends). Bad input is reported to
+// cb before SendAsync returns; other outcomes arrive on the producer's
+// goroutines, so cb must be quick, must not block and must not call Close
+// (Close waits for every callback). ctx bounds the whole send, retries
+// included, as for Send.
+func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) {
+	if cb == nil {
+		cb = func(*SendResult, error) {}
+	}
+	if !p.enter() {
+		cb(nil, closedError(m))
+		return
+	}
+	pd, st, err := p.prepare(ctx, m)
+	if err != nil {
+		p.leave()
+		cb(nil, err)
+		return
+	}
+	p.start(ctx, pd, st, cb)
+}
+
+// start runs an asynchronous send of a prepared message; the caller has
+// entered.
+func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func(*SendResult, error)) {
+	pd.ctx, pd.cancel = withDeadline(ctx, st.sendDeadline)
+	pd.cb = cb
+	pd.onDone = func(r driver.SendResult, err error) { p.asyncOutcome(pd, r, err) }
+	p.dispatch(pd)
+}
+
+// SendBatch sends several messages at once and returns one result per
+// message, in order. The messages go through the accumulator together, so
+// those bound to the same target share requests; messages of one FIFO group
+// keep their order. If any message is invalid nothing is sent and the error
+// names the first invalid one. Otherwise the error, when not nil, is a
+// *BatchError with one entry per message, and results hold nil for the
+// messages that failed.
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]*SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if p.closed.Load() {
+		return nil, closedError(msgs[0])
+	}
+	pds := make([]*pending, len(msgs))
+	var st *settings
+	for i, m := range msgs {
+		pd, s, err := p.prepare(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("message %d of %d: %w", i, len(msgs), err)
+		}
+		pds[i], st = pd, s
+	}
+
+	results := make([]*SendResult, len(msgs))
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	wg.Add(len(msgs))
+	for i, pd := range pds {
+		cb := func(r *SendResult, err error) {
+			results[i], errs[i] = r, err
+			wg.Done()
+		}
+		if !p.enter() {
+			cb(nil, closedError(pd.msg))
+			continue
+		}
+		p.start(ctx, pd, st, cb)
+	}
+	wg.Wait()
+	if slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		return results, &BatchError{Errs: errs}
+	}
+	return results, nil
+}
+
+func closedError(m *Message) error {
+	if m == nil {
+		return ErrClosed
+	}
+	return fmt.Errorf("send to topic %q: %w", m.Topic, ErrClosed)
+}
+
+func withDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// prepare validates m against the configuration in force and the lane of
+// ctx, and builds its pending state.
+func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings, error) {
+	st := p.settings.Load()
+	now := time.Now()
+	if err := validateShape(m, st.maxBody, now); err != nil {
+		return nil, nil, err
+	}
+	ts := (*p.topics.Load())[m.Topic]
+	if ts == nil {
+		return nil, nil, p.unknownTopic(m.Topic)
+	}
+	pd := &pending{msg: m, topic: ts, props: m.Properties, size: m.size(), start: now}
+	if st.batching && int64(pd.size) > st.maxBuffered {
+		return nil, nil, fmt.Errorf("topic %q: message of %d bytes exceeds batching.totalBatchMaxBytes (%d): %w",
+			m.Topic, pd.size, st.maxBuffered, ErrBodyTooLarge)
+	}
+	if name, ok := lane.FromContext(ctx); ok && name != lane.Base {
+		if err := lane.Validate(name); err != nil {
+			return nil, nil, fmt.Errorf("topic %q: %w: %w", m.Topic, ErrMalformedLane, err)
+		}
+		props := make(map[string]string, len(m.Properties)+1)
+		maps.Copy(props, m.Properties)
+		props[lane.PropertyLane] = name
+		pd.props, pd.lane = props, name
+		pd.size += len(lane.PropertyLane) + len(name)
+	}
+	if m.MessageGroup != "" {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(m.MessageGroup))
+		pd.groupHash = h.Sum64()
+	}
+	pd.id = p.ids.Next()
+	return pd, st, nil
+}
+
+func (p *Producer) unknownTopic(topic string) error {
+	known := slices.Sorted(maps.Keys(*p.topics.Load()))
+	list := strings.Join(known, ", ")
+	if len(known) > 10 {
+		list = strings.Join(known[:10], ", ") + ", ..."
+	}
+	return fmt.Errorf("topic %q is not in the configuration (known: %s): %w", topic, list, ErrUnknownTopic)
+}
+
+// pick chooses the target of the next attempt. An ordinary message goes
+// where failover sends it, avoiding the targets it already tried; when it
+// has tried them all it starts over after a pause that grows with each
+// round, so a send outlives a short outage of every cluster within its
+// deadline. A FIFO message goes to the healthy target its group hashes to,
+// so the group keeps one queue while that queue's broker is healthy.
+func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32, error) {
+	for {
+		var (
+			h   *failover.Handle[*brokerTarget]
+			err error
+		)
+		if pd.msg.MessageGroup != "" {
+			h, err = pickGroup(pd)
+		} else {
+			h, err = p.pickSticky(pd)
+		}
+		if err == nil {
+			pd.handle = h
+			pd.attempts++
+			t := h.Value()
+			if pd.msg.MessageGroup != "" {
+				return t, t.queueFor(pd.groupHash), nil
+			}
+			return t, t.queue(pd.size, p.settings.Load().rotateBytes), nil
+		}
+		if !errors.Is(err, failover.ErrNoResource) {
+			return nil, 0, err
+		}
+		// Everything was tried, or no cluster has a route yet: ask for the
+		// routes now (once per send) rather than wait for the background
+		// refresh.
+		if len(pd.tried) == 0 && !pd.refreshed {
+			pd.refreshed = true
+			p.refreshAll(ctx)
+			continue
+		}
+		pd.tried = pd.tried[:0]
+		pd.rounds++
+		pause := min(time.Duration(1<<min(pd.rounds, 10))*10*time.Millisecond, time.Second)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if pd.lastErr != nil {
+				return nil, 0, fmt.Errorf("%w before the deadline (last failure: %v): %w", ErrNoTarget, pd.lastErr, ctx.Err())
+			}
+			return nil, 0, fmt.Errorf("%w (no cluster has a route): %w", ErrNoTarget, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// pickGroup returns, among the targets of the most preferred priority that
+// are up and not yet tried, the one a FIFO group hashes to. With none up it
+// defers to the picker, which still returns a target.
+func pickGroup(pd *pending) (*failover.Handle[*brokerTarget], error) {
+	hs := pd.topic.picker.Handles()
+	up := hs[:0]
+	prio := 0
+	for _, h := range hs {
+		if h.IsDown() || slices.Contains(pd.tried, h) {
+			continue
+		}
+		if len(up) > 0 && h.Priority() != prio {
+			break
+		}
+		prio = h.Priority()
+		up = append(up, h)
+	}
+	if len(up) == 0 {
+		return pd.topic.picker.PickExcluding(pd.tried)
+	}
+	return up[pd.groupHash%uint64(len(up))], nil
+}
+
+// retryable decides whether a failed attempt goes on to another target, and
+// records the target as tried.
+func (p *Producer) retryable(ctx context.Context, pd *pending, err error) bool {
+	if ctx.Err() != nil || !retryableError(err) {
+		return false
+	}
+	if p.closed.Load() && errors.Is(err, driver.ErrClosed) {
+		// Close gave up waiting and closed the clients: no successor.
+		return false
+	}
+	t := pd.handle.Value()
+	if t.retried != nil {
+		t.retried.Inc()
+	}
+	pd.tried = append(pd.tried, pd.handle)
+	pd.lastErr = err
+	return true
+}
+
+// retryableError: failures another target (or the same later) may not
+// have. A topic missing on one cluster is worth trying on the other; a
+// client closed by a reload is replaced by its successor.
+func retryableError(err error) bool {
+	return driver.Retryable(err) || errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrClosed)
+}
+
+func (p *Producer) succeed(pd *pending, t *brokerTarget, r driver.SendResult) *SendResult {
+	if t.ok != nil {
+		t.ok.Inc()
+	}
+	if pd.topic.latency != nil {
+		pd.topic.latency.Observe(time.Since(pd.start).Seconds())
+	}
+	return &SendResult{
+		MessageID:     r.MessageID,
+		Topic:         pd.msg.Topic,
+		Cluster:       t.cluster,
+		PhysicalTopic: t.physical,
+		Endpoint:      t.endpoint,
+		QueueID:       r.QueueID,
+		Offset:        r.Offset,
+		Lane:          pd.lane,
+		Attempts:      pd.attempts,
+	}
+}
+
+func (p *Producer) fail(pd *pending, err error) error {
+	if pd.handle != nil {
+		t := pd.handle.Value()
+		if t.failed != nil {
+			t.failed.Inc()
+		}
+	}
+	if pd.topic.latency != nil {
+		pd.topic.latency.Observe(time.Since(pd.start).Seconds())
+	}
+	return fmt.Errorf("send to topic %q after %d attempts: %w", pd.msg.Topic, pd.attempts, err)
+}
+
+// dispatch starts one attempt of an asynchronous send.
+func (p *Producer) dispatch(pd *pending) {
+	t, q, err := p.pick(pd.ctx, pd)
+	if err != nil {
+		p.asyncFinish(pd, nil, p.fail(pd, err))
+		return
+	}
+	if p.settings.Load().batching && pd.msg.DeliveryTime.IsZero() {
+		err := p.acc.AddAsync(pd.ctx, batchKey{t, q, pd.msg.MessageGroup}, pd, pd.size, pd.onDone)
+		if err != nil {
+			p.asyncOutcome(pd, driver.SendResult{}, err)
+		}
+		return
+	}
+	go func() {
+		r, err := p.sendAlone(pd.ctx, t, q, pd)
+		p.asyncOutcome(pd, r, err)
+	}()
+}
+
+// asyncOutcome handles the outcome of one attempt of an asynchronous send.
+// It may run on a flushing goroutine, so a retry continues on a goroutine
+// of its own: picking may pause and adding may wait for buffer space.
+func (p *Producer) asyncOutcome(pd *pending, r driver.SendResult, err error) {
+	t := pd.handle.Value()
+	if err == nil {
+		p.asyncFinish(pd, p.succeed(pd, t, r), nil)
+		return
+	}
+	if p.retryable(pd.ctx, pd, err) {
+		go p.dispatch(pd)
+		return
+	}
+	p.asyncFinish(pd, nil, p.fail(pd, err))
+}
+
+func (p *Producer) asyncFinish(pd *pending, r *SendResult, err error) {
+	pd.cancel()
+	defer p.leave()
+	pd.cb(r, err)
+}
+
+// stickyTarget is the broker a topic's ordinary messages currently go to.
+type stickyTarget struct {
+	h     *failover.Handle[*brokerTarget]
+	until time.Time    // pick again after this
+	left  atomic.Int64 // or after this many more bytes
+}
+
+// stickyFor bounds how long a topic sticks to one broker, so that the
+// shares follow the weights closely at low rates too.
+const stickyFor = 20 * time.Millisecond
+
+// pickSticky picks the target of an ordinary message. Messages of a topic
+// stick to the broker failover picked until rotateBytes were sent there or
+// stickyFor passed, then failover picks again. Over time the shares follow
+// the weights and health, as with a pick per message; but the messages of a
+// moment share one target and so form one full batch instead of one small
+// batch per broker, which costs the brokers and the client several times
+// less CPU per message (see BenchmarkProduce, cpu-us/msg). A retry picks
+// afresh, avoiding what it tried; a failed request, a broker going down and
+// a reload end the stickiness at once.
+func (p *Producer) pickSticky(pd *pending) (*failover.Handle[*brokerTarget], error) {
+	ts := pd.topic
+	if len(pd.tried) > 0 {
+		return ts.picker.PickExcluding(pd.tried)
+	}
+	if s := ts.sticky.Load(); s != nil && pd.start.Before(s.until) && s.left.Add(-int64(pd.size)) > 0 && !s.h.IsDown() {
+		return s.h, nil
+	}
+	h, err := ts.picker.Pick()
+	if err != nil {
+		return nil, err
+	}
+	s := &stickyTarget{h: h, until: pd.start.Add(stickyFor)}
+	s.left.Store(p.settings.Load().rotateBytes)
+	ts.sticky.Store(s)
+	return h, nil
+}
+
+// unstick ends the topic's stickiness to h (after a failed request there).
+func (ts *topicState) unstick(h *failover.Handle[*brokerTarget]) {
+	if s := ts.sticky.Load(); s != nil && s.h == h {
+		ts.sticky.CompareAndSwap(s, nil)
+	}
+}
