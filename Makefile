@@ -44,11 +44,15 @@ bench-consume:
 bench-wire:
 	$(GO) test -run '^$$' -bench '^BenchmarkWireSend$$' -benchtime $(BENCHTIME) -count 1 ./internal/wiresuite/ | $(GO) run ./internal/benchfig
 
-# Timer store: 10,000 messages with random delays up to 10 s through the
-# timing wheel on a real store, on the wall clock; ends with
-# FIGURE delay_p99_late_ms (99th percentile lateness, never early).
+# Delayed messages: 10,000 with random delays up to 10 s, on the wall
+# clock. First the timer store alone (due time to the append into the real
+# topic: delay_timer_p99_late_ms), then the whole path, driver send to an
+# embedded broker and long-polling consumers (delivery time to receive);
+# ends with FIGURE delay_p99_late_ms (99th percentile lateness; a run with
+# an early or duplicate delivery fails).
 bench-delay:
-	$(GO) test -run '^$$' -bench '^BenchmarkDelayLateness$$' -benchtime 1x -timeout 5m ./internal/broker/timer/ | $(GO) run ./internal/benchfig
+	{ $(GO) test -run '^$$' -bench '^BenchmarkDelayLateness$$' -benchtime 1x -timeout 5m ./internal/broker/timer/ && \
+	  $(GO) test -run '^$$' -bench '^BenchmarkDelayEndToEnd$$' -benchtime 1x -timeout 5m ./embedded/ ; } | $(GO) run ./internal/benchfig
 
 # Every fuzz target, FUZZTIME each (go test -fuzz takes one target at a time).
 FUZZTIME ?= 30s
@@ -86,8 +90,12 @@ proto:
 	  proto/twinmq/forward/v1/forward.proto
 	$(GO) build ./internal/pb/...
 
-# The wire suite against a real Apache RocketMQ 5.4.0 (fetched from Maven
+# The interop suite against a real Apache RocketMQ 5.4.0 (fetched from Maven
 # Central, run in a loopback-only network namespace; needs root or
-# unprivileged user namespaces, Java 17+ and Maven). See interop/README.md.
+# unprivileged user namespaces, Java 17+ and Maven), then the SDK produce
+# benchmark against it; ends with FIGURE interop_produce_{batched,unbatched}
+# _c{16,64}_msgs_s. Modules are downloaded first: the namespace has no
+# network. See interop/README.md.
 interop:
-	bash interop/run.sh
+	$(GO) mod download
+	bash interop/run.sh bash interop/suite.sh

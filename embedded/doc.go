@@ -14,6 +14,12 @@
 // (connections accepted, calls hang), SetLatency, FailNext (gRPC
 // UNAVAILABLE) and FailNextInternal (the protocol's INTERNAL_SERVER_ERROR).
 //
+// The brokers hold delayed messages in a timer store and transactional
+// messages as half messages until they are committed (with check-back of
+// orphans to a live producer), and can serve TLS (Options.TLS) and check
+// access keys and permissions (Options.Users), as a RocketMQ 5 proxy with
+// ACL 2.0 does.
+//
 // Design decisions:
 //   - Data goes to a temporary directory unless Options.Dir is set; Close
 //     removes a temporary directory, never a user's.

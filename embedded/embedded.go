@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -107,6 +108,22 @@ type Options struct {
 	// SegmentSize of the brokers' commit logs (default 64 MiB here, to keep
 	// test disks small).
 	SegmentSize int64
+	// MaxDelay is the longest delay a delayed message may have (default
+	// the protocol's 1 day; the timer store holds up to 3 days and rolls
+	// longer waits over).
+	MaxDelay time.Duration
+	// TransactionCheck tunes the check-back of orphaned transactions.
+	TransactionCheck TransactionCheck
+	// TLS, when set, makes every broker serve gRPC over TLS only, with
+	// this configuration (its certificates). Clients must then dial TLS.
+	TLS *tls.Config
+	// Users turns on access control: every request must be signed with the
+	// access key of one of them (RocketMQ 5's HMAC-SHA1 scheme) and is
+	// checked against its permissions. Refusals answer UNAUTHORIZED or
+	// FORBIDDEN. Empty means no access control.
+	Users []User
+	// AuthenticationOnly checks credentials but grants every permission.
+	AuthenticationOnly bool
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 	// Registerer receives the brokers' metrics (labelled by cluster and
@@ -217,6 +234,7 @@ func (o *Options) brokerConfig(cluster, name, dir string) (broker.Config, error)
 	for _, g := range o.Groups {
 		cfg.Groups = append(cfg.Groups, broker.Group{Name: g.Name, MaxDeliveryAttempts: g.MaxDeliveryAttempts, FIFO: g.FIFO, RetryBackoff: g.RetryBackoff})
 	}
+	o.security(&cfg)
 	return cfg, nil
 }
 

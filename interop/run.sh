@@ -35,6 +35,19 @@ BROKER_PORT=10911
 GRPC_PORT=8081
 PROXY_REMOTING_PORT=8080
 
+# The second peer: a broker+proxy of its own cluster, registered with the
+# same name server, with authentication on (ACL 2.0). Only the signed-send
+# case uses it (TWINMQ_INTEROP_AUTH_ENDPOINT). The user is a test fixture of
+# a peer reachable only inside the namespace.
+AUTH_CLUSTER=AuthCluster
+AUTH_BROKER_NAME=broker-auth
+AUTH_BROKER_PORT=10921 # its HA port is 10922, its fast port 10919
+AUTH_GRPC_PORT=8091
+AUTH_PROXY_REMOTING_PORT=8090
+AUTH_ACCESS_KEY=twinmq
+AUTH_SECRET_KEY=twinmq-interop-secret
+AUTH_TOPICS=(interop_auth:NORMAL)
+
 # Topics the suite uses, as NAME:MESSAGE_TYPE (NORMAL, FIFO, DELAY,
 # TRANSACTION or MIXED). The proxy checks the message type against it.
 INTEROP_TOPICS=(
@@ -55,6 +68,14 @@ INTEROP_TOPICS=(
 	wire_filter:NORMAL
 	%DLQ%wire_dlq_group:NORMAL
 	%DLQ%wire_fwd_group:NORMAL
+	# The SDK producer and consumer tests and the produce benchmark
+	# (internal/interop: producer_test.go, consumer_test.go,
+	# produce_bench_test.go). interop_sdk_a and interop_sdk_b are the
+	# physical topics of the two cluster entries of one logic topic.
+	interop_sdk_a:NORMAL
+	interop_sdk_b:NORMAL
+	interop_consume:NORMAL
+	interop_bench:NORMAL
 )
 
 # Consumer groups, as NAME:ORDERLY[:RETRY_MAX_TIMES]. ORDERLY true makes a
@@ -77,6 +98,9 @@ INTEROP_GROUPS=(
 	wire_filter_group:false
 	wire_bad_group:false
 	wire_dlq_reader:false
+	# The SDK tests: the producer test's reader and the consumer's group.
+	interop_sdk_check:false
+	interop_consume_group:false
 )
 
 # JVM flags: small fixed heaps so the peer fits next to the tests on a small
@@ -142,7 +166,9 @@ render() { # render TEMPLATE OUT
 		-e "s|@BROKER_PORT@|$BROKER_PORT|g" \
 		-e "s|@GRPC_PORT@|$GRPC_PORT|g" \
 		-e "s|@PROXY_REMOTING_PORT@|$PROXY_REMOTING_PORT|g" \
-		-e "s|@STORE_DIR@|$WORK/store|g" \
+		-e "s|@STORE_DIR@|${STORE_DIR:-$WORK/store}|g" \
+		-e "s|@ACCESS_KEY@|$AUTH_ACCESS_KEY|g" \
+		-e "s|@SECRET_KEY@|$AUTH_SECRET_KEY|g" \
 		"$1" >"$2"
 	if grep -q '@[A-Z_]*@' "$2"; then die "unrendered placeholder in $2"; fi
 }
@@ -152,6 +178,7 @@ render() { # render TEMPLATE OUT
 NS_PID=
 NAMESRV_PID=
 BROKER_PID=
+AUTH_BROKER_PID=
 ADMIN_PIDS=()
 ADMIN_PID=
 STAGING=
@@ -210,7 +237,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	local t0
 	t0=$(now_ms)
-	stop_pids "${ADMIN_PIDS[@]}" "$BROKER_PID" "$NAMESRV_PID"
+	stop_pids "${ADMIN_PIDS[@]}" "$BROKER_PID" "$AUTH_BROKER_PID" "$NAMESRV_PID"
 	stop_pids "$NS_PID"
 	if [[ -n $STAGING ]]; then rm -rf "$STAGING"; fi
 	if [[ -n $WORK ]]; then
@@ -286,7 +313,10 @@ fi
 
 t0=$(now_ms)
 WORK=$(mktemp -d -t twinmq-interop.XXXXXX)
-mkdir -p "$WORK/namesrv" "$WORK/broker" "$WORK/admin" "$WORK/store" "$WORK/conf"
+mkdir -p "$WORK/namesrv" "$WORK/broker" "$WORK/broker-auth" "$WORK/admin/conf" "$WORK/store" "$WORK/store-auth" "$WORK/conf"
+# The admin tool signs its calls with this user (tools.yml under its
+# rocketmq.home.dir); the peer without authentication ignores the signature.
+printf 'accessKey: %s\nsecretKey: %s\n' "$AUTH_ACCESS_KEY" "$AUTH_SECRET_KEY" >"$WORK/admin/conf/tools.yml"
 
 # If this script is killed outright (SIGKILL, no trap runs), the peers and
 # the namespace holder must not outlive it: where setpriv can set a parent
@@ -332,6 +362,15 @@ phase namespace "$t0"
 render "$CONF_DIR/namesrv.properties.tmpl" "$WORK/conf/namesrv.properties"
 render "$CONF_DIR/broker.conf.tmpl" "$WORK/conf/broker.conf"
 render "$CONF_DIR/rmq-proxy.json.tmpl" "$WORK/conf/rmq-proxy.json"
+# The auth peer: the same broker template with its own names, ports and
+# store, plus the authentication settings.
+CLUSTER=$AUTH_CLUSTER BROKER_NAME=$AUTH_BROKER_NAME BROKER_PORT=$AUTH_BROKER_PORT \
+	GRPC_PORT=$AUTH_GRPC_PORT PROXY_REMOTING_PORT=$AUTH_PROXY_REMOTING_PORT STORE_DIR=$WORK/store-auth \
+	render "$CONF_DIR/broker.conf.tmpl" "$WORK/conf/broker-auth.conf"
+render "$CONF_DIR/auth.conf.tmpl" "$WORK/conf/auth.conf"
+cat "$WORK/conf/auth.conf" >>"$WORK/conf/broker-auth.conf"
+CLUSTER=$AUTH_CLUSTER GRPC_PORT=$AUTH_GRPC_PORT PROXY_REMOTING_PORT=$AUTH_PROXY_REMOTING_PORT \
+	render "$CONF_DIR/rmq-proxy-auth.json.tmpl" "$WORK/conf/rmq-proxy-auth.json"
 
 # Each process gets its own home, so the log tails printed on a failure
 # belong to the process that failed (RocketMQ logs under user.home).
@@ -340,6 +379,8 @@ BROKER_HOME=(-Duser.home="$WORK/broker" -Drocketmq.home.dir="$WORK/broker")
 ADMIN_HOME=(-Duser.home="$WORK/admin" -Drocketmq.home.dir="$WORK/admin")
 NAMESRV_LOGS=$WORK/namesrv/logs/rocketmqlogs
 BROKER_LOGS=$WORK/broker/logs/rocketmqlogs
+AUTH_HOME=(-Duser.home="$WORK/broker-auth" -Drocketmq.home.dir="$WORK/broker-auth")
+AUTH_LOGS=$WORK/broker-auth/logs/rocketmqlogs
 
 # wait_ready NAME PID TIMEOUT PATTERN STDOUT LOGFILE...
 wait_ready() {
@@ -381,6 +422,18 @@ wait_ready broker+proxy "$BROKER_PID" "$BROKER_START_TIMEOUT" 'startup successfu
 phase broker "$t0"
 log "peer up: namesrv pid $NAMESRV_PID ($(rss_mib "$NAMESRV_PID")), broker+proxy pid $BROKER_PID ($(rss_mib "$BROKER_PID"))"
 
+t0=$(now_ms)
+"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${BROKER_JVM[@]}" "${AUTH_HOME[@]}" -cp "$CP" \
+	org.apache.rocketmq.proxy.ProxyStartup -pm Local \
+	-pc "$WORK/conf/rmq-proxy-auth.json" -bc "$WORK/conf/broker-auth.conf" \
+	-n "127.0.0.1:$NAMESRV_PORT" \
+	>"$WORK/broker-auth.out" 2>&1 &
+AUTH_BROKER_PID=$!
+wait_ready auth-broker+proxy "$AUTH_BROKER_PID" "$BROKER_START_TIMEOUT" 'startup successfully' \
+	"$WORK/broker-auth.out" "$AUTH_LOGS/proxy.log" "$AUTH_LOGS/broker.log"
+phase auth-peer "$t0"
+log "auth peer up: broker+proxy pid $AUTH_BROKER_PID ($(rss_mib "$AUTH_BROKER_PID"))"
+
 # -------------------------------------------------------------- 4. admin --
 
 # admin_start OUT ARGS...: starts one MQAdminStartup command in the
@@ -403,6 +456,9 @@ for spec in "${INTEROP_TOPICS[@]}"; do
 	name=${spec%%:*}
 	type=${spec#*:}
 	ADMIN_CMDS+=("updateTopic -c $CLUSTER -t $name -a +message.type=$type")
+done
+for spec in "${AUTH_TOPICS[@]}"; do
+	ADMIN_CMDS+=("updateTopic -c $AUTH_CLUSTER -t ${spec%%:*} -a +message.type=${spec#*:}")
 done
 for spec in "${INTEROP_GROUPS[@]}"; do
 	IFS=: read -r name orderly retries <<<"$spec"
@@ -459,6 +515,9 @@ set +e
 	TWINMQ_INTEROP_ENDPOINT="127.0.0.1:$GRPC_PORT" \
 	TWINMQ_INTEROP_NAMESRV="127.0.0.1:$NAMESRV_PORT" \
 	TWINMQ_INTEROP_CLUSTER="$CLUSTER" \
+	TWINMQ_INTEROP_AUTH_ENDPOINT="127.0.0.1:$AUTH_GRPC_PORT" \
+	TWINMQ_INTEROP_ACCESS_KEY="$AUTH_ACCESS_KEY" \
+	TWINMQ_INTEROP_SECRET_KEY="$AUTH_SECRET_KEY" \
 	"${TEST_CMD[@]}")
 status=$?
 set -e
@@ -466,7 +525,7 @@ phase tests "$t0"
 
 # Both peers must have survived the suite: a crash during it is a failure of
 # the run even if the command did not notice.
-for p in "namesrv:$NAMESRV_PID" "broker+proxy:$BROKER_PID"; do
+for p in "namesrv:$NAMESRV_PID" "broker+proxy:$BROKER_PID" "broker-auth:$AUTH_BROKER_PID"; do
 	if ! alive "${p#*:}"; then
 		show_logs "${p%%:*}" "$WORK/${p%%[:+]*}.out"
 		die "${p%%:*} (pid ${p#*:}) died during the tests"

@@ -108,6 +108,8 @@
 //     TransactionChecker (WithTransactionChecker) answers the brokers'
 //     checks of half messages left pending; every RocketMQ client of the
 //     producer carries it, since a broker asks any producer of the topic.
+//     SendInTransaction wraps the three steps: send the half message, run
+//     the local transaction, commit or roll back from its result.
 //
 // # Metrics
 //

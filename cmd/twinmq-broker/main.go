@@ -26,6 +26,14 @@
 // are NORMAL, FIFO, DELAY, TRANSACTION or MIXED. metricsListen, when set,
 // serves Prometheus metrics on /metrics.
 //
+// Optional keys: "tls": {"certFile": "...", "keyFile": "..."} serves TLS
+// (PEM files); "users": [{"accessKey", "secretKey", "super", "publish",
+// "subscribe", "groups"}] turns on access-key authentication and the ACL
+// (topic and group lists take names, "*" or "prefix*"; with
+// "authenticationOnly": true every authenticated user may do everything);
+// "transactions": {"timeout": "6s", "checkInterval": "30s", "maxChecks": 15}
+// tunes the check-back of orphaned transactions.
+//
 // It stops cleanly (consumer progress written, stores closed) on SIGINT or
 // SIGTERM.
 package main
@@ -64,6 +72,11 @@ type fileConfig struct {
 	Brokers       []brokerEntry `json:"brokers"`
 	Topics        []topicEntry  `json:"topics"`
 	Groups        []groupEntry  `json:"groups"`
+	// TLS, users and transaction checks: see security.go.
+	TLS                *tlsEntry         `json:"tls"`
+	Users              []userEntry       `json:"users"`
+	AuthenticationOnly bool              `json:"authenticationOnly"`
+	Transactions       *transactionEntry `json:"transactions"`
 }
 
 type brokerEntry struct {
@@ -134,6 +147,10 @@ func (fc *fileConfig) brokerConfigs(log *zap.Logger, reg prometheus.Registerer) 
 	default:
 		return nil, fmt.Errorf("%w: flush %q (want async or sync)", errConfig, fc.Flush)
 	}
+	sec, tx, err := fc.security()
+	if err != nil {
+		return nil, err
+	}
 	var out []broker.Config
 	for _, b := range fc.Brokers {
 		if b.Name == "" || filepath.Base(b.Name) != b.Name {
@@ -143,6 +160,7 @@ func (fc *fileConfig) brokerConfigs(log *zap.Logger, reg prometheus.Registerer) 
 			Cluster: fc.Cluster, Name: b.Name, Listen: b.Listen,
 			DataDir: filepath.Join(fc.DataDir, b.Name), Topics: topics, Groups: groups,
 			StrictGroups: fc.StrictGroups, Store: store.Options{Flush: flush},
+			Security: sec, Transactions: tx,
 			Logger: log, Registerer: reg,
 		})
 	}

@@ -14,6 +14,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/twinmq/twinmq/internal/broker/auth"
+	"github.com/twinmq/twinmq/internal/broker/timer"
+	"github.com/twinmq/twinmq/internal/broker/txn"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 	"github.com/twinmq/twinmq/internal/store"
 )
@@ -40,6 +43,9 @@ type Broker struct {
 	clients map[string]*client
 
 	store     *store.Store
+	timer     *timer.Timer     // delayed messages (features.go)
+	txn       *txn.Manager     // transactional messages (features.go)
+	auth      *auth.Authorizer // nil: no access control
 	srv       *grpc.Server
 	lis       net.Listener
 	addr      string
@@ -80,6 +86,13 @@ func New(cfg Config) (*Broker, error) {
 	}
 	for _, g := range cfg.Groups {
 		b.groups[g.Name] = g
+	}
+	if cfg.Security.Auth != nil {
+		a, err := auth.New(*cfg.Security.Auth)
+		if err != nil {
+			return nil, fmt.Errorf("%w: broker %s: %w", ErrInvalidConfig, cfg.Name, err)
+		}
+		b.auth = a
 	}
 	return b, nil
 }
@@ -123,18 +136,19 @@ func (b *Broker) Start(ctx context.Context) error {
 		_ = st.Close()
 		return b.startFailed(err)
 	}
+	if err := b.openHeld(ctx); err != nil {
+		_ = st.Close()
+		return b.startFailed(err)
+	}
 	lis, err := net.Listen("tcp", b.cfg.Listen)
 	if err != nil {
+		_ = b.closeHeld()
 		_ = st.Close()
 		return b.startFailed(fmt.Errorf("broker %s: listen %s: %w", b.cfg.Name, b.cfg.Listen, err))
 	}
 	b.lis = lis
 	b.addr = advertised(lis.Addr())
-	b.srv = grpc.NewServer(
-		grpc.MaxRecvMsgSize(130<<20),
-		grpc.ChainUnaryInterceptor(b.cfg.Faults.unaryInterceptor(b.stop), b.unaryInterceptor),
-		grpc.ChainStreamInterceptor(b.cfg.Faults.streamInterceptor(b.stop), b.streamInterceptor),
-	)
+	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(newCodec()))...)
 	rmqpb.RegisterMessagingServiceServer(b.srv, &service{b: b})
 	b.wg.Add(2)
 	go func() {
@@ -202,10 +216,11 @@ func (b *Broker) Close(ctx context.Context) error {
 		<-done
 	}
 	b.wg.Wait()
+	herr := b.closeHeld()
 	perr := b.writeProgress()
 	serr := b.store.Close()
 	b.log.Info("broker stopped")
-	return errors.Join(perr, serr)
+	return errors.Join(herr, perr, serr)
 }
 
 // SetPeers replaces the other brokers of the cluster listed by QueryRoute

@@ -182,6 +182,12 @@ type Config struct {
 	// CheckpointInterval is how often consumer progress is written when it
 	// changed (default 1 s). Progress is also written on Close.
 	CheckpointInterval time.Duration
+	// Timer tunes the timer store of delayed messages (DataDir/timer).
+	Timer TimerOptions
+	// Transactions tunes the check-back of orphaned transactions.
+	Transactions TransactionOptions
+	// Security sets TLS and access control (default: plaintext, open).
+	Security Security
 	// Faults, when set, injects failures into every RPC (see Faults). It may
 	// be shared by successive brokers on the same data dir.
 	Faults *Faults

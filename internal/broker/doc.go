@@ -45,8 +45,11 @@
 //     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as the proxy does (its type check
 //     runs first and a missing topic has no type); QueryRoute answers
 //     TOPIC_NOT_FOUND.
-//   - SQL92 filters are refused (ILLEGAL_FILTER_EXPRESSION); transactional
-//     sends answer NOT_IMPLEMENTED and EndTransaction gRPC UNIMPLEMENTED.
+//   - SQL92 filters are refused (ILLEGAL_FILTER_EXPRESSION).
+//   - EndTransaction of an already resolved transaction answers OK, and an
+//     id naming no half message INVALID_TRANSACTION_ID (the proxy keeps
+//     transaction data 30 s in memory and answers INTERNAL_SERVER_ERROR
+//     without it).
 //   - ReceiveMessage ignores attempt_id: a re-poll after an answer lost in
 //     transit gets new messages, not the lost ones, which come back when
 //     their invisible time ends (the broker's pop returns the same messages
@@ -82,9 +85,10 @@
 // one of its messages is in flight, and redelivers strictly by offset.
 // Messages the tag filter excludes are acked on the way, as the proxy does.
 // A message with a future delivery time is held invisible until then
-// without counting an attempt (the timer store of a later change replaces
-// this). Long polls wake on the store's arrivals, on acks and nacks of the
-// group, and at the earliest in-flight deadline.
+// without counting an attempt; only batches get there, as a single
+// delayed message waits in the timer store (below). Long polls wake on the
+// store's arrivals, on acks and nacks of the group, and at the earliest
+// in-flight deadline.
 //
 // The receive and ack paths are kept cheap because consumption has to keep
 // up with batched production: a pop hands out the messages the store read
@@ -136,6 +140,25 @@
 // the acks of the last interval may be redelivered (at-least-once); after a
 // clean Close nothing acked is redelivered, and handles issued before the
 // restart stay valid.
+//
+// # Delay, transactions, security (features.go)
+//
+// A single message with a delivery time goes to the timer store (package
+// timer: system topic rmq_sys_wheel_timer, timing wheel, timer log,
+// DataDir/timer) and is appended to its topic and queue at that time,
+// keeping its delivery time; the send result's offset is its offset in the
+// timer topic. A transactional message is stored as a half message (package
+// txn: RMQ_SYS_TRANS_HALF_TOPIC and RMQ_SYS_TRANS_OP_HALF_TOPIC) and the
+// result carries its transaction id; EndTransaction commits it to its topic
+// or drops it; an orphan is checked back with a
+// RecoverOrphanedTransactionCommand on the Telemetry stream of a live
+// producer of the topic. Consumers never see the system topics: their
+// names are refused as user topics. Both survive restarts.
+//
+// Security.TLS serves TLS instead of plaintext (the proxy accepts both on
+// one port). Security.Auth checks every request with the access-key scheme
+// and ACL of package auth before the broker looks at it, answering
+// UNAUTHORIZED or FORBIDDEN in the body as the proxy with ACL 2.0.
 //
 // # Fault injection
 //

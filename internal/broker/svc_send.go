@@ -41,8 +41,11 @@ func (b *Broker) send(ctx context.Context, req *rmqpb.SendMessageRequest, bornHo
 		return nil, statusErr(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 			"current message type %s does not match the topic's accepted message type %s", plan.kind, t.Type)
 	}
-	if plan.kind == TypeTransaction {
-		return nil, statusErr(rmqpb.Code_NOT_IMPLEMENTED, "transactional messages are not supported by this broker")
+	// Transactional messages become half messages; a single delayed message
+	// goes to the timer store. A batch of delayed messages is stored at once
+	// as the proxy does, and pop holds each until its delivery time.
+	if plan.kind == TypeTransaction || (plan.kind == TypeDelay && len(plan.messages) == 1) {
+		return b.sendHeld(ctx, t, plan)
 	}
 	qid := b.pickQueue(t, plan)
 	for i := range plan.messages {
@@ -52,14 +55,20 @@ func (b *Broker) send(ctx context.Context, req *rmqpb.SendMessageRequest, bornHo
 	if err != nil && !errors.Is(err, store.ErrNotDurable) {
 		return nil, err
 	}
+	// Every entry of the request has the same status; they share one
+	// Status (read-only once built), and the entries one backing array,
+	// instead of two allocations per message.
+	st := okStatus()
+	if err != nil {
+		// Written, but the fsync a sync-flush append waits for did not
+		// confirm it: the proxy's FLUSH_DISK_TIMEOUT.
+		st = toStatus(err)
+	}
+	backing := make([]rmqpb.SendResultEntry, len(plan.messages))
 	entries := make([]*rmqpb.SendResultEntry, len(plan.messages))
 	for i, m := range plan.messages {
-		e := &rmqpb.SendResultEntry{Status: okStatus(), MessageId: m.Properties[propUniqKey], Offset: res.FirstOffset + int64(i)}
-		if err != nil {
-			// Written, but the fsync a sync-flush append waits for did not
-			// confirm it: the proxy's FLUSH_DISK_TIMEOUT.
-			e.Status = toStatus(err)
-		}
+		e := &backing[i]
+		e.Status, e.MessageId, e.Offset = st, m.Properties[propUniqKey], res.FirstOffset+int64(i)
 		entries[i] = e
 	}
 	b.met.messagesIn.Add(float64(len(plan.messages)))

@@ -146,7 +146,7 @@ func TestSendCodesOverTheWire(t *testing.T) {
 		{"transaction to normal", typed("normal", tx), rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
 		{"fifo to mixed", typed("mixed", group), rmqpb.Code_OK},
 		{"delay to delay", typed("delay", delay), rmqpb.Code_OK},
-		{"transaction unsupported", typed("tx", tx), rmqpb.Code_NOT_IMPLEMENTED},
+		{"transaction to transaction", typed("tx", tx), rmqpb.Code_OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := c.send(tc.m)

@@ -64,6 +64,7 @@ type Client struct {
 
 	routes routeCache
 	orphan chan struct{} // semaphore bounding concurrent orphan checks
+	codec  *codec        // shared by the client's connections (codec.go)
 }
 
 // endpoint is one server address with its connection and telemetry.
@@ -98,6 +99,7 @@ func New(cfg Config) (*Client, error) {
 		id:        id,
 		hdr:       newHeaders(id, cfg.Namespace, cfg.Credentials),
 		ids:       NewMessageIDGenerator(),
+		codec:     newCodec(),
 		log:       cfg.Logger.With(zap.String("client_id", id), zap.Stringer("client_type", cfg.Type)),
 		met:       met,
 		hostname:  host,
@@ -261,7 +263,7 @@ func (c *Client) endpoint(addr, rpc string) (*endpoint, error) {
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(tc),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize), grpc.ForceCodecV2(c.codec)),
 		// gRPC's own reconnect backoff grows to 2 minutes by default; a
 		// restarted broker must be usable again within seconds.
 		grpc.WithConnectParams(grpc.ConnectParams{

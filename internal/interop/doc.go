@@ -14,6 +14,9 @@
 //	TWINMQ_INTEROP_ENDPOINT  gRPC endpoint of the proxy, host:port
 //	TWINMQ_INTEROP_NAMESRV   name server address, host:port
 //	TWINMQ_INTEROP_CLUSTER   the broker cluster's name
+//	TWINMQ_INTEROP_AUTH_ENDPOINT  gRPC endpoint of the second peer, which
+//	                              has authentication on
+//	TWINMQ_INTEROP_ACCESS_KEY / TWINMQ_INTEROP_SECRET_KEY  its user
 //
 // Design decisions:
 //

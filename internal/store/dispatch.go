@@ -79,8 +79,20 @@ func (p *pipeline) getBuf(n int) []byte {
 		}
 	default:
 	}
-	return make([]byte, n, max(n, p.s.opts.DispatchChunk))
+	// Size a new buffer to the read, not to DispatchChunk: while the index
+	// follows live appends, reads are the size of an append or two, and a
+	// miss of the free list would otherwise allocate and zero a whole chunk
+	// (4 MiB by default) for a few KiB. Rounding up to a power of two lets
+	// the recycled buffers settle on the size the reads need.
+	c := minDispatchBuf
+	for c < n {
+		c <<= 1
+	}
+	return make([]byte, n, max(n, min(c, p.s.opts.DispatchChunk)))
 }
+
+// minDispatchBuf is the smallest buffer the index reader allocates.
+const minDispatchBuf = 64 << 10
 
 func (p *pipeline) reader(pos int64) {
 	defer p.wg.Done()

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# What `make interop` runs next to the real RocketMQ peer:
+#
+#   bash interop/run.sh bash interop/suite.sh
+#
+# run.sh starts the peer and runs this script inside its loopback-only
+# network namespace, so nothing here may need the network: Go modules come
+# from the module cache (the Makefile downloads them first) and
+# internal/benchfig has no dependencies.
+#
+# Two steps, both always run:
+#   1. the interop tests (build tag interop);
+#   2. the SDK produce benchmark against the same peer, piped through
+#      internal/benchfig, so the run ends with its FIGURE lines.
+# The exit status is non-zero when either step failed.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+GO=${GO:-go}
+
+status=0
+
+echo "== interop tests"
+if ! "$GO" test -count=1 -tags interop -timeout 15m ./internal/interop/...; then
+	echo "interop tests FAILED" >&2
+	status=1
+fi
+
+# Each sub-benchmark runs for a fixed window whatever b.N is: one run each.
+echo "== interop produce benchmark"
+if ! "$GO" test -count=1 -tags interop -run '^$' -bench '^BenchmarkInteropProduce$' -benchtime 1x \
+	-timeout 5m ./internal/interop/ | "$GO" run ./internal/benchfig; then
+	echo "interop produce benchmark FAILED" >&2
+	status=1
+fi
+
+exit "$status"
