@@ -10,7 +10,8 @@
 //     and queues.
 //   - producer and consumer reach the brokers through internal/driver only;
 //     they never depend on internal/broker or internal/store.
-//   - internal/broker and internal/driver share only the generated protocol
-//     packages under internal/pb: neither depends on the other.
+//   - internal/broker and internal/driver share only the protocol packages
+//     under internal/pb (the generated code and its wire codec): neither
+//     depends on the other.
 //   - nothing imports examples or cmd.
 package archtest

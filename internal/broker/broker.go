@@ -17,6 +17,7 @@ import (
 	"github.com/twinmq/twinmq/internal/broker/auth"
 	"github.com/twinmq/twinmq/internal/broker/timer"
 	"github.com/twinmq/twinmq/internal/broker/txn"
+	"github.com/twinmq/twinmq/internal/pb/pbcodec"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 	"github.com/twinmq/twinmq/internal/store"
 )
@@ -148,7 +149,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.lis = lis
 	b.addr = advertised(lis.Addr())
-	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(newCodec()))...)
+	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(pbcodec.New()))...)
 	rmqpb.RegisterMessagingServiceServer(b.srv, &service{b: b})
 	b.wg.Add(2)
 	go func() {

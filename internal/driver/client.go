@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/twinmq/twinmq/internal/pb/pbcodec"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 )
 
@@ -63,8 +64,8 @@ type Client struct {
 	subs     []Subscription
 
 	routes routeCache
-	orphan chan struct{} // semaphore bounding concurrent orphan checks
-	codec  *codec        // shared by the client's connections (codec.go)
+	orphan chan struct{}  // semaphore bounding concurrent orphan checks
+	codec  *pbcodec.Codec // shared by the client's connections
 }
 
 // endpoint is one server address with its connection and telemetry.
@@ -99,7 +100,7 @@ func New(cfg Config) (*Client, error) {
 		id:        id,
 		hdr:       newHeaders(id, cfg.Namespace, cfg.Credentials),
 		ids:       NewMessageIDGenerator(),
-		codec:     newCodec(),
+		codec:     pbcodec.New(),
 		log:       cfg.Logger.With(zap.String("client_id", id), zap.Stringer("client_type", cfg.Type)),
 		met:       met,
 		hostname:  host,

@@ -1,4 +1,4 @@
-package broker
+package pbcodec
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 )
 
-// The server codec must produce exactly the bytes protobuf's own marshaller
+// The codec must produce exactly the bytes protobuf's own marshaller
 // does, for requests below and above gRPC's pooling threshold, and read them
 // back.
 func TestCodecRoundTrip(t *testing.T) {
-	c := newCodec()
+	c := New()
 	require.Equal(t, "proto", c.Name())
 	for _, n := range []int{1, 70} {
 		req := &rmqpb.SendMessageRequest{}
