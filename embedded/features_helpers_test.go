@@ -2,14 +2,7 @@ package embedded_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"testing"
 	"time"
 
@@ -17,6 +10,7 @@ import (
 
 	"github.com/twinmq/twinmq/embedded"
 	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/internal/testpki"
 )
 
 func featureCtx(t testing.TB) context.Context {
@@ -111,20 +105,6 @@ func drainTopic(t *testing.T, c *driver.Client, endpoint, topic string, quiet ti
 // selfSignedTLS returns a server config with a fresh certificate for
 // 127.0.0.1 and a client config that trusts it.
 func selfSignedTLS(t *testing.T) (server, client *tls.Config) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "twinmq embedded test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12},
-		&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	s := testpki.NewServer(t)
+	return s.ServerConfig(), s.ClientConfig()
 }
