@@ -60,8 +60,10 @@ FUZZ_TARGETS := \
 	./internal/store:FuzzDecodeRecord ./internal/store:FuzzDecodeCQEntry \
 	./internal/driver:FuzzParseMessageID ./internal/driver:FuzzConvertMessage \
 	./internal/driver:FuzzReadReceive ./internal/driver:FuzzNormalizeSend \
+	./internal/driver:FuzzSendResponseDecode \
 	./internal/broker:FuzzHandleRequests ./internal/broker:FuzzDecodeReceipt \
 	./internal/broker:FuzzReceiveRequest ./internal/broker:FuzzValidateSend \
+	./internal/broker:FuzzSendRequestDecode \
 	./internal/broker/auth:FuzzParseAuthorization \
 	./config:FuzzParse ./lane:FuzzParse
 

@@ -14,6 +14,9 @@ import (
 // batch of one key. The accumulator's ctx ends only when Close gives up;
 // each request is bounded by timeouts.request.
 func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending) ([]batch.Result[driver.SendResult], error) {
+	if key.group == "" {
+		items[0].topic.spread.observe(len(items))
+	}
 	res, err := p.request(ctx, key.target, key.queue, items)
 	if err != nil {
 		return nil, err
@@ -40,7 +43,11 @@ func (p *Producer) sendAlone(ctx context.Context, t *brokerTarget, queue int32, 
 // to failover: one report per request, since the request is what succeeded
 // or failed at that broker.
 func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, items []*pending) ([]driver.SendResult, error) {
-	timeout := p.settings.Load().requestTimeout
+	requestTimeout := p.settings.Load().requestTimeout
+	base, timeout := detach(ctx, requestTimeout)
+	// bounded: the send's own deadline, not the request timeout, limits
+	// this request.
+	bounded := timeout < requestTimeout
 	backing := make([]driver.Message, len(items))
 	msgs := make([]*driver.Message, len(items))
 	for i, it := range items {
@@ -60,14 +67,14 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 		}
 		msgs[i] = &backing[i]
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeout(base, timeout)
 	start := time.Now()
 	res, err := t.client.Send(cctx, t.endpoint, msgs)
 	cancel()
 	h := items[0].handle
 	picker := items[0].topic.picker
 	if err != nil {
-		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		if ctx.Err() == nil && !bounded && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 			// Our own request timeout, not the caller giving up: the
 			// broker did not answer in time, which is its failure.
 			err = fmt.Errorf("send to %s (%s) got no answer within %v: %w", t.endpoint, t.cluster, timeout, driver.ErrTimeout)

@@ -32,7 +32,8 @@ type Producer struct {
 	ownWatcher  bool
 	unsubscribe func()
 
-	acc *batch.Accumulator[batchKey, *pending, driver.SendResult]
+	acc       *batch.Accumulator[batchKey, *pending, driver.SendResult]
+	deadlines deadlines
 
 	// settings and topics are immutable snapshots swapped by a reload; the
 	// send path reads them without a lock.
@@ -347,7 +348,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 			// serving with the resources the picker had.
 			p.log.Error("failover update refused", zap.String("topic", pl.ts.name), zap.Error(err))
 		}
-		pl.ts.sticky.Store(nil)
+		pl.ts.spread.reset()
 		if pl.retire != nil {
 			pl.retire.picker.Close()
 		}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twinmq/twinmq/failover"
@@ -49,6 +48,8 @@ type pending struct {
 
 	transactional bool
 
+	sctx sendCtx // the send's context when the caller's has no deadline (see sendContext)
+
 	// Asynchronous sends only.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -75,7 +76,7 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := withDeadline(ctx, st.sendDeadline)
+	ctx, cancel := p.sendContext(ctx, pd, st.sendDeadline)
 	defer cancel()
 	for {
 		t, q, err := p.pick(ctx, pd)
@@ -124,7 +125,7 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResul
 // start runs an asynchronous send of a prepared message; the caller has
 // entered.
 func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func(*SendResult, error)) {
-	pd.ctx, pd.cancel = withDeadline(ctx, st.sendDeadline)
+	pd.ctx, pd.cancel = p.sendContext(ctx, pd, st.sendDeadline)
 	pd.cb = cb
 	pd.onDone = func(r driver.SendResult, err error) { p.asyncOutcome(pd, r, err) }
 	p.dispatch(pd)
@@ -222,7 +223,7 @@ func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings
 		_, _ = h.Write([]byte(m.MessageGroup))
 		pd.groupHash = h.Sum64()
 	}
-	pd.id = p.ids.Next()
+	pd.id = p.ids.NextAt(now)
 	return pd, st, nil
 }
 
@@ -269,7 +270,8 @@ func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32,
 		// refresh.
 		if len(pd.tried) == 0 && !pd.refreshed {
 			pd.refreshed = true
-			p.refreshAll(ctx)
+			base, _ := detach(ctx, 0)
+			p.refreshAll(base)
 			continue
 		}
 		pd.tried = pd.tried[:0]
@@ -410,49 +412,4 @@ func (p *Producer) asyncFinish(pd *pending, r *SendResult, err error) {
 	pd.cancel()
 	defer p.leave()
 	pd.cb(r, err)
-}
-
-// stickyTarget is the broker a topic's ordinary messages currently go to.
-type stickyTarget struct {
-	h     *failover.Handle[*brokerTarget]
-	until time.Time    // pick again after this
-	left  atomic.Int64 // or after this many more bytes
-}
-
-// stickyFor bounds how long a topic sticks to one broker, so that the
-// shares follow the weights closely at low rates too.
-const stickyFor = 20 * time.Millisecond
-
-// pickSticky picks the target of an ordinary message. Messages of a topic
-// stick to the broker failover picked until rotateBytes were sent there or
-// stickyFor passed, then failover picks again. Over time the shares follow
-// the weights and health, as with a pick per message; but the messages of a
-// moment share one target and so form one full batch instead of one small
-// batch per broker, which costs the brokers and the client several times
-// less CPU per message (see BenchmarkProduce, cpu-us/msg). A retry picks
-// afresh, avoiding what it tried; a failed request, a broker going down and
-// a reload end the stickiness at once.
-func (p *Producer) pickSticky(pd *pending) (*failover.Handle[*brokerTarget], error) {
-	ts := pd.topic
-	if len(pd.tried) > 0 {
-		return ts.picker.PickExcluding(pd.tried)
-	}
-	if s := ts.sticky.Load(); s != nil && pd.start.Before(s.until) && s.left.Add(-int64(pd.size)) > 0 && !s.h.IsDown() {
-		return s.h, nil
-	}
-	h, err := ts.picker.Pick()
-	if err != nil {
-		return nil, err
-	}
-	s := &stickyTarget{h: h, until: pd.start.Add(stickyFor)}
-	s.left.Store(p.settings.Load().rotateBytes)
-	ts.sticky.Store(s)
-	return h, nil
-}
-
-// unstick ends the topic's stickiness to h (after a failed request there).
-func (ts *topicState) unstick(h *failover.Handle[*brokerTarget]) {
-	if s := ts.sticky.Load(); s != nil && s.h == h {
-		ts.sticky.CompareAndSwap(s, nil)
-	}
 }

@@ -93,7 +93,7 @@ type topicState struct {
 	picker  *failover.Picker[*brokerTarget]
 	fcfg    config.Failover
 	latency prometheus.Observer // nil without metrics
-	sticky  atomic.Pointer[stickyTarget]
+	spread  spread
 
 	// Guarded by Producer.mu.
 	clusters []*clusterEntry
@@ -230,7 +230,7 @@ func (p *Producer) refreshCluster(ctx context.Context, ts *topicState, c *cluste
 	if err := ts.picker.Update(ts.resourcesLocked()); err != nil {
 		return fmt.Errorf("topic %q: update failover set: %w", ts.name, err)
 	}
-	ts.sticky.Store(nil)
+	ts.spread.reset()
 	p.log.Info("route updated", zap.String("topic", ts.name), zap.String("cluster", c.name),
 		zap.String("physical_topic", c.physical), zap.Strings("brokers", order))
 	return nil

@@ -150,7 +150,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.lis = lis
 	b.addr = advertised(lis.Addr())
 	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(pbcodec.New()))...)
-	rmqpb.RegisterMessagingServiceServer(b.srv, &service{b: b})
+	b.srv.RegisterService(messagingServiceDesc(), &service{b: b})
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()

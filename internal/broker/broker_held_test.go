@@ -167,17 +167,19 @@ func TestTLSAndAuth(t *testing.T) {
 	c := &tclient{t: t, id: "tls-client", conn: conn, rpc: rmqpb.NewMessagingServiceClient(conn)}
 	// Anonymous: refused in the body.
 	require.Equal(t, rmqpb.Code_UNAUTHORIZED, c.send(msg("normal", "a1", "x")).GetStatus().GetCode())
-	signed := func(ak, sk string) rmqpb.Code {
+	signed := func(ak, sk, topic string) rmqpb.Code {
 		ctx, cancel := c.ctx(5 * time.Second)
 		defer cancel()
 		dt := time.Now().UTC().Format("20060102T150405Z")
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-date-time", dt, "authorization", auth.FormatAuthorization(ak, sk, dt))
-		resp, err := c.rpc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{msg("normal", "a2", "x")}})
+		resp, err := c.rpc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{msg(topic, "a2", "x")}})
 		require.NoError(t, err)
 		return resp.GetStatus().GetCode()
 	}
-	require.Equal(t, rmqpb.Code_UNAUTHORIZED, signed("writer", "wrong"))
-	require.Equal(t, rmqpb.Code_OK, signed("writer", "w-secret"))
+	require.Equal(t, rmqpb.Code_UNAUTHORIZED, signed("writer", "wrong", "normal"))
+	require.Equal(t, rmqpb.Code_OK, signed("writer", "w-secret", "normal"))
+	// The ACL reads the topic of the broker's own decoding of the send.
+	require.Equal(t, rmqpb.Code_FORBIDDEN, signed("writer", "w-secret", "mixed"))
 
 	// A plaintext client gets no answer at all.
 	plain := dial(t, b.Addr(), "plain")

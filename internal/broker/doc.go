@@ -160,6 +160,31 @@
 // and ACL of package auth before the broker looks at it, answering
 // UNAUTHORIZED or FORBIDDEN in the body as the proxy with ACL 2.0.
 //
+// # Decoding SendMessage (send_wire.go, send_form.go)
+//
+// SendMessage is the hot path of batched production, one serial chain per
+// batch, so the broker decodes its request itself instead of through the
+// generated types: the registered service is the generated description
+// with a SendMessage handler that hands the codec a sendRequest
+// (pbcodec.BufferUnmarshaler). It takes ownership of the received buffer,
+// reads it with protowire and keeps each body as a view of it; the store
+// copies the bodies into its record when it appends, and the buffer goes
+// back to the codec's pool once the handler and the interceptors around it
+// return. Nothing after the send refers to a body: the timer and the
+// transaction manager keep only strings, which the decoder copies (into
+// one arena per request, never aliasing the buffer). The decoder follows
+// protobuf's rules wherever they change the outcome (any field order,
+// unknown fields skipped, repeated singular messages merged, last scalar
+// wins, proto3 strings must be UTF-8) and refuses whatever proto.Unmarshal
+// refuses, which gRPC answers with INTERNAL as it did before; a
+// differential test and a fuzz target hold it to that. Both decoders fill
+// one form (sendMsg), and one validation (planSend) applies the proxy's
+// rules to it, so the generated path (decodeSend, still served by
+// service.SendMessage) and the wire path cannot drift apart. The
+// interceptors see the sendRequest: auth reads its topic through
+// auth.Publisher. The response of the wire path encodes itself as well
+// (sendReply: the bytes proto.Marshal writes, at half its cost for a batch).
+//
 // # Fault injection
 //
 // Faults (pause, added latency, fail the next N calls with gRPC UNAVAILABLE

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -64,6 +65,19 @@ func FuzzHandleRequests(f *testing.F) {
 			require.NotNil(t, resp.GetStatus())
 			if resp.GetStatus().GetCode() == rmqpb.Code_OK {
 				require.Len(t, resp.GetEntries(), len(send.GetMessages()))
+			}
+		}
+		// The same bytes through the broker's own decoder, as the
+		// registered handler serves them.
+		var wire sendRequest
+		if wire.UnmarshalBuffer(mem.SliceBuffer(data)) == nil {
+			n := len(wire.msgs)
+			resp, err := s.sendDecoded(ctx, &wire)
+			wire.release()
+			require.NoError(t, err)
+			require.NotNil(t, resp.GetStatus())
+			if resp.GetStatus().GetCode() == rmqpb.Code_OK {
+				require.Len(t, resp.GetEntries(), n)
 			}
 		}
 		var qr rmqpb.QueryRouteRequest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,6 +23,9 @@ import (
 type service struct {
 	rmqpb.UnimplementedMessagingServiceServer
 	b *Broker
+	// sendScratch recycles the decoding memory of SendMessage requests
+	// (*sendScratch, see sendRequest).
+	sendScratch sync.Pool
 }
 
 // Request headers of the protocol.

@@ -11,24 +11,39 @@ import (
 )
 
 func (s *service) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest) (*rmqpb.SendMessageResponse, error) {
-	entries, err := s.b.send(ctx, req, peerHost(ctx))
+	plan, err := decodeSend(req, &s.b.cfg.Limits, time.Now(), peerHost(ctx))
+	return s.b.sendResponse(ctx, plan, err), nil
+}
+
+// sendDecoded serves a SendMessage the broker decoded itself (the
+// registered handler, see sendMessageHandler). The caller releases req
+// after it returns: by then the store or the held path has copied the
+// bodies.
+func (s *service) sendDecoded(ctx context.Context, req *sendRequest) (*rmqpb.SendMessageResponse, error) {
+	plan, err := req.plan(&s.b.cfg.Limits, time.Now(), peerHost(ctx))
+	return s.b.sendResponse(ctx, plan, err), nil
+}
+
+// sendResponse stores a validated request (or answers its validation
+// error) and builds the response.
+func (b *Broker) sendResponse(ctx context.Context, plan *sendPlan, err error) *rmqpb.SendMessageResponse {
+	var entries []*rmqpb.SendResultEntry
+	if err == nil {
+		entries, err = b.send(ctx, plan)
+	}
 	if err != nil {
-		return &rmqpb.SendMessageResponse{Status: toStatus(err)}, nil
+		return &rmqpb.SendMessageResponse{Status: toStatus(err)}
 	}
 	codes := make([]*rmqpb.Status, len(entries))
 	for i, e := range entries {
 		codes[i] = e.GetStatus()
 	}
-	return &rmqpb.SendMessageResponse{Status: mergeCodes(codes), Entries: entries}, nil
+	return &rmqpb.SendMessageResponse{Status: mergeCodes(codes), Entries: entries}
 }
 
-// send validates and stores one request. All its messages land contiguously
-// in one queue; each gets its own result entry.
-func (b *Broker) send(ctx context.Context, req *rmqpb.SendMessageRequest, bornHost string) ([]*rmqpb.SendResultEntry, error) {
-	plan, err := decodeSend(req, &b.cfg.Limits, time.Now(), bornHost)
-	if err != nil {
-		return nil, err
-	}
+// send stores one validated request. All its messages land contiguously in
+// one queue; each gets its own result entry.
+func (b *Broker) send(ctx context.Context, plan *sendPlan) ([]*rmqpb.SendResultEntry, error) {
 	t, ok := b.topic(plan.topic)
 	if !ok {
 		// The proxy checks the message type against the topic's before it

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,19 +26,26 @@ type sendPlan struct {
 	messages []store.Message
 }
 
-// decodeSend validates a send request with the proxy's rules and codes and
-// converts its messages. It reads nothing but its arguments, so it can be
-// fuzzed. bornHost is the peer address, used when a message names none.
+// decodeSend validates a generated send request (see sendMsgsOf) with the
+// proxy's rules and codes and converts its messages. It reads nothing but its
+// arguments, so it can be fuzzed. bornHost is the peer address, used when a
+// message names none.
 func decodeSend(req *rmqpb.SendMessageRequest, lim *Limits, now time.Time, bornHost string) (*sendPlan, error) {
-	msgs := req.GetMessages()
+	return planSend(sendMsgsOf(req), nil, lim, now, bornHost)
+}
+
+// planSend is the one validation of a send request, whichever decoder read
+// it: the proxy's rules and codes, checked in the proxy's order, and the
+// conversion to store messages. The store messages share the bodies of msgs;
+// they are appended to into[:0] (memory to reuse, or nil).
+func planSend(msgs []sendMsg, into []store.Message, lim *Limits, now time.Time, bornHost string) (*sendPlan, error) {
 	if len(msgs) == 0 {
 		return nil, statusErr(rmqpb.Code_MESSAGE_CORRUPTED, "no message to send")
 	}
-	first := msgs[0]
-	topic := first.GetTopic().GetName()
-	ns := first.GetTopic().GetResourceNamespace()
-	for _, m := range msgs[1:] {
-		if m.GetTopic().GetName() != topic || m.GetTopic().GetResourceNamespace() != ns {
+	first := &msgs[0]
+	topic, ns := first.topic, first.namespace
+	for i := range msgs[1:] {
+		if m := &msgs[1+i]; m.topic != topic || m.namespace != ns {
 			return nil, statusErr(rmqpb.Code_MESSAGE_CORRUPTED, "topic in message is not same")
 		}
 	}
@@ -49,45 +57,46 @@ func decodeSend(req *rmqpb.SendMessageRequest, lim *Limits, now time.Time, bornH
 	}
 	plan := &sendPlan{
 		topic:    topic,
-		kind:     messageKind(first),
-		queueID:  first.GetSystemProperties().GetQueueId(),
-		messages: make([]store.Message, 0, len(msgs)),
+		kind:     first.kind(),
+		queueID:  first.queueID,
+		messages: slices.Grow(into[:0], len(msgs)),
 	}
 	if len(msgs) == 1 {
-		plan.group = first.GetSystemProperties().GetMessageGroup()
+		plan.group = first.group
 	}
-	for _, m := range msgs {
-		sm, err := decodeMessage(m, topic, lim, now, bornHost)
+	// sysFlag is decided from message 0 only, as in the proxy.
+	flags := first.flags()
+	for i := range msgs {
+		sm, err := checkMessage(&msgs[i], topic, lim, now, bornHost)
 		if err != nil {
 			return nil, err
 		}
-		// sysFlag is decided from message 0 only, as in the proxy.
-		sm.Flags = messageFlags(first)
+		sm.Flags = flags
 		plan.messages = append(plan.messages, sm)
 	}
 	return plan, nil
 }
 
-// messageKind infers the type of a message from its content.
-func messageKind(m *rmqpb.Message) MessageType {
-	sp := m.GetSystemProperties()
+// kind infers the type of a message from its content, as the proxy does:
+// TRANSACTION > DELAY > FIFO > NORMAL.
+func (m *sendMsg) kind() MessageType {
 	switch {
-	case sp.GetMessageType() == rmqpb.MessageType_TRANSACTION:
+	case m.messageType == rmqpb.MessageType_TRANSACTION:
 		return TypeTransaction
-	case sp.GetDeliveryTimestamp() != nil:
+	case m.delivery.set:
 		return TypeDelay
-	case sp.GetMessageGroup() != "":
+	case m.group != "":
 		return TypeFIFO
 	}
 	return TypeNormal
 }
 
-func messageFlags(m *rmqpb.Message) uint32 {
+func (m *sendMsg) flags() uint32 {
 	var f uint32
-	if m.GetSystemProperties().GetBodyEncoding() == rmqpb.Encoding_GZIP {
+	if m.bodyEncoding == rmqpb.Encoding_GZIP {
 		f |= FlagCompressed
 	}
-	if m.GetSystemProperties().GetMessageType() == rmqpb.MessageType_TRANSACTION {
+	if m.messageType == rmqpb.MessageType_TRANSACTION {
 		f |= FlagTransactionPrepared
 	}
 	return f
@@ -102,24 +111,60 @@ func hasControl(s string) bool {
 	return false
 }
 
-func decodeMessage(m *rmqpb.Message, topic string, lim *Limits, now time.Time, bornHost string) (store.Message, error) {
-	sp := m.GetSystemProperties()
-	if sp == nil {
-		// No system properties at all: fails below (no message id), with the
-		// field-presence checks reading an empty value.
-		sp = &rmqpb.SystemProperties{}
+// systemProps is the number of properties checkMessage adds to the user's,
+// so that the map is made at its size: a map made for more than 8 entries
+// takes several times the memory of one made for up to 8, the common case.
+func (m *sendMsg) systemProps() int {
+	n := 2 // propUniqKey, propProducerGroup
+	if len(m.keys) > 0 {
+		n++
 	}
-	user := m.GetUserProperties()
-	for k := range user {
-		if isReservedKey(k) {
-			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "property is used by system: %s", k)
+	if m.group != "" {
+		n++
+	}
+	if m.traceContext != "" {
+		n++
+	}
+	if m.delivery.set {
+		n++
+	}
+	if m.messageType == rmqpb.MessageType_TRANSACTION {
+		n += 2
+	}
+	return n
+}
+
+// checkMessage validates one message and converts it. A message without
+// system properties fails (no message id), with the field-presence checks
+// reading empty values.
+func checkMessage(m *sendMsg, topic string, lim *Limits, now time.Time, bornHost string) (store.Message, error) {
+	// The user properties go into the message's property map first: on the
+	// wire a later entry of a key replaces an earlier one, so the checks
+	// below look at the distinct keys with their last values, as the proxy
+	// (which reads a map) does.
+	props := make(map[string]string, len(m.user)+m.systemProps())
+	for _, p := range m.user {
+		props[p.key] = p.value
+	}
+	user := m.user
+	if len(props) != len(user) {
+		// A key came more than once; the checks look at the last value of
+		// each, which the map holds.
+		user = make([]userProp, 0, len(props))
+		for k, v := range props {
+			user = append(user, userProp{key: k, value: v})
 		}
 	}
-	if strings.TrimSpace(sp.GetMessageId()) == "" {
+	for _, p := range user {
+		if isReservedKey(p.key) {
+			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "property is used by system: %s", p.key)
+		}
+	}
+	if strings.TrimSpace(m.messageID) == "" {
 		return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_ID, "message id is empty")
 	}
-	tag := sp.GetTag()
-	if sp.Tag != nil {
+	tag := m.tag
+	if m.hasTag {
 		if strings.TrimSpace(tag) == "" {
 			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_TAG, "tag cannot be the char sequence of whitespace")
 		}
@@ -131,7 +176,7 @@ func decodeMessage(m *rmqpb.Message, topic string, lim *Limits, now time.Time, b
 		}
 	}
 	size := len(tag)
-	for _, k := range sp.GetKeys() {
+	for _, k := range m.keys {
 		if strings.TrimSpace(k) == "" {
 			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_KEY, "key cannot be the char sequence of whitespace")
 		}
@@ -140,7 +185,7 @@ func decodeMessage(m *rmqpb.Message, topic string, lim *Limits, now time.Time, b
 		}
 		size += len(k)
 	}
-	if g := sp.GetMessageGroup(); sp.MessageGroup != nil && g != "" {
+	if g := m.group; g != "" {
 		if len(g) >= lim.MaxMessageGroupSize {
 			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_GROUP, "message group length %d exceeds the limit %d", len(g), lim.MaxMessageGroupSize)
 		}
@@ -151,27 +196,24 @@ func decodeMessage(m *rmqpb.Message, topic string, lim *Limits, now time.Time, b
 	if len(user) > lim.MaxUserProperties {
 		return store.Message{}, statusErr(rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE, "too many user properties: %d, at most %d", len(user), lim.MaxUserProperties)
 	}
-	for k, v := range user {
-		if hasControl(k) || hasControl(v) {
-			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "property %q cannot contain control character", k)
+	for _, p := range user {
+		if hasControl(p.key) || hasControl(p.value) {
+			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "property %q cannot contain control character", p.key)
 		}
-		size += len(k) + len(v)
+		size += len(p.key) + len(p.value)
 	}
 	if size > lim.MaxPropertiesSize {
 		return store.Message{}, statusErr(rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE, "user properties size %d exceeds the limit %d", size, lim.MaxPropertiesSize)
 	}
-	body := m.GetBody()
+	body := m.body
 	if len(body) == 0 {
 		return store.Message{}, statusErr(rmqpb.Code_MESSAGE_BODY_EMPTY, "message body cannot be empty")
 	}
 	if len(body) > lim.MaxBodySize {
 		return store.Message{}, statusErr(rmqpb.Code_MESSAGE_BODY_TOO_LARGE, "message body size %d exceeds the limit %d", len(body), lim.MaxBodySize)
 	}
-	props := make(map[string]string, len(user)+8)
-	for k, v := range user {
-		props[k] = v
-	}
-	if ts := sp.GetDeliveryTimestamp(); sp.DeliveryTimestamp != nil {
+	if m.delivery.set {
+		ts := m.delivery.timestamp()
 		if err := ts.CheckValid(); err != nil {
 			return store.Message{}, statusErr(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "delivery timestamp is invalid: %v", err)
 		}
@@ -181,32 +223,34 @@ func decodeMessage(m *rmqpb.Message, topic string, lim *Limits, now time.Time, b
 		}
 		props[propTimerDeliver] = strconv.FormatInt(at.UnixMilli(), 10)
 	}
-	if sp.GetMessageType() == rmqpb.MessageType_TRANSACTION {
+	if m.messageType == rmqpb.MessageType_TRANSACTION {
 		props[propTranMsg] = "true"
-		rec := sp.GetOrphanedTransactionRecoveryDuration()
-		if rec != nil {
-			if err := rec.CheckValid(); err != nil || rec.AsDuration() > lim.MaxRecoveryDuration || rec.AsDuration() < 0 {
+		var rec time.Duration
+		if m.recovery.set {
+			d := m.recovery.duration()
+			if err := d.CheckValid(); err != nil || d.AsDuration() > lim.MaxRecoveryDuration || d.AsDuration() < 0 {
 				return store.Message{}, statusErr(rmqpb.Code_BAD_REQUEST, "orphaned transaction recovery duration must be within [0, %s]", lim.MaxRecoveryDuration)
 			}
+			rec = d.AsDuration()
 		}
-		props[propRecovery] = strconv.FormatInt(int64(rec.AsDuration()/time.Second), 10)
+		props[propRecovery] = strconv.FormatInt(int64(rec/time.Second), 10)
 	}
-	if len(sp.GetKeys()) > 0 {
-		props[propKeys] = strings.Join(sp.GetKeys(), " ")
+	if len(m.keys) > 0 {
+		props[propKeys] = strings.Join(m.keys, " ")
 	}
-	props[propUniqKey] = sp.GetMessageId()
+	props[propUniqKey] = m.messageID
 	props[propProducerGroup] = topic
-	if g := sp.GetMessageGroup(); g != "" {
+	if g := m.group; g != "" {
 		props[propShardingKey] = g
 	}
-	if tc := sp.GetTraceContext(); tc != "" {
+	if tc := m.traceContext; tc != "" {
 		props[propTraceContext] = tc
 	}
 	born := now.UnixMilli()
-	if bt := sp.GetBornTimestamp(); bt != nil && bt.IsValid() {
-		born = bt.AsTime().UnixMilli()
+	if ms, ok := m.born.unixMilli(); ok {
+		born = ms
 	}
-	host := sp.GetBornHost()
+	host := m.bornHost
 	if host == "" {
 		host = bornHost
 	}
@@ -218,7 +262,7 @@ func decodeMessage(m *rmqpb.Message, topic string, lim *Limits, now time.Time, b
 		BornTimestamp:  born,
 		BornHost:       host,
 		Tag:            tag,
-		ReconsumeTimes: sp.GetDeliveryAttempt(),
+		ReconsumeTimes: m.deliveryAttempt,
 		Properties:     props,
 		Body:           body,
 	}, nil

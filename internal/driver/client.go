@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -87,7 +88,8 @@ func New(cfg Config) (*Client, error) {
 		id = NewClientID()
 	}
 	host, err := os.Hostname()
-	if err != nil || host == "" {
+	if err != nil || host == "" || !utf8.ValidString(host) {
+		// The born host is a protobuf string: it must be UTF-8.
 		host = "localhost"
 	}
 	met, err := newMetrics(cfg.Registerer)

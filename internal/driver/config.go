@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -227,6 +228,10 @@ func (c *Config) validateAndDefault() error {
 		}
 	default:
 		return bad("Type must be Producer, PushConsumer or SimpleConsumer, got %v", c.Type)
+	}
+	if !utf8.ValidString(c.Namespace) {
+		// It is a protobuf string in every Resource.
+		return bad("Namespace is not valid UTF-8")
 	}
 	if c.Credentials != nil && (c.Credentials.AccessKey == "" || c.Credentials.SecretKey == "") {
 		return bad("Credentials need both AccessKey and SecretKey")

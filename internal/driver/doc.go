@@ -56,6 +56,26 @@
 // the caller left them empty). Message.QueueID is honoured by the embedded
 // broker (AnyQueue lets it choose) and ignored by the real proxy.
 //
+// The send path does not use the generated types. A batch is one serial
+// chain (build, marshal, broker, reply, unmarshal, wake the senders), so
+// the request encodes itself with protowire straight from the caller's
+// messages (sendRequest, a pbcodec.WireMessage: sizes measured once, each
+// length prefix written from them) and the response is decoded straight
+// into the little normalization reads (sendResponse, a
+// pbcodec.BufferUnmarshaler: no struct, Status or message id string per
+// entry). Both follow protobuf to the letter and are tested against the
+// generated types: the request parses to the message the generated
+// builder made (byte for byte when no map order is involved); the decoder
+// agrees with proto.Unmarshal on every input, including field order,
+// merged occurrences, unknown fields, invalid UTF-8 and truncation. Strings
+// a send carries are checked for UTF-8 before sending (ErrBadRequest), as
+// the generated marshaller would have refused them during the call. The
+// call goes through the connection's Invoke with the stub's options, so
+// headers, signing and the user's interceptors see it as before; an
+// interceptor receives the hand-coded request and response values, not
+// generated messages. Ids generated for a batch share one clock reading,
+// one allocation and one block of the sequence.
+//
 // # Receives
 //
 // Receive is a server-streaming call read to its end, with a deadline of

@@ -187,20 +187,38 @@ func statusSucceeded(s *rmqpb.Status) bool {
 	return c == rmqpb.Code_OK || c == rmqpb.Code_MULTIPLE_RESULTS
 }
 
+// wireStatus is a Status as the send path decodes it: set tells a present
+// status (possibly empty) from an absent one, which statusError reports
+// differently.
+type wireStatus struct {
+	set     bool
+	code    rmqpb.Code
+	message string
+}
+
+func statusOf(s *rmqpb.Status) wireStatus {
+	return wireStatus{set: s != nil, code: s.GetCode(), message: s.GetMessage()}
+}
+
 // statusError turns a non-success Status into an *Error. It returns nil for
 // success codes.
 func statusError(s *rmqpb.Status, rpc, endpoint string) error {
-	if s == nil {
+	return statusOf(s).err(rpc, endpoint)
+}
+
+// err is statusError of the status s was decoded from.
+func (s wireStatus) err(rpc, endpoint string) error {
+	if !s.set {
 		return &Error{RPC: rpc, Endpoint: endpoint, Message: "response carries no status", class: ErrInternal}
 	}
-	class := codeClass(s.GetCode())
+	class := codeClass(s.code)
 	if class == nil {
-		if s.GetCode() == rmqpb.Code_CODE_UNSPECIFIED {
+		if s.code == rmqpb.Code_CODE_UNSPECIFIED {
 			return &Error{RPC: rpc, Endpoint: endpoint, Message: "response status has no code", class: ErrInternal}
 		}
 		return nil
 	}
-	return &Error{Code: s.GetCode(), Message: s.GetMessage(), RPC: rpc, Endpoint: endpoint, class: class}
+	return &Error{Code: s.code, Message: s.message, RPC: rpc, Endpoint: endpoint, class: class}
 }
 
 // clientError builds an error found before anything was sent.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -81,15 +82,54 @@ func firstMAC(dst []byte) bool {
 // Next returns a new id, stamped with the current time.
 func (g *MessageIDGenerator) Next() string { return g.next(time.Now()) }
 
+// NextAt returns a new id stamped with now, for a caller that has just read
+// the clock.
+func (g *MessageIDGenerator) NextAt(now time.Time) string { return g.next(now) }
+
 func (g *MessageIDGenerator) next(now time.Time) string {
 	var out [messageIDLen]byte
+	g.format(&out, now, g.seq.Add(1)-1)
+	return string(out[:])
+}
+
+// fillEmpty replaces the empty strings of ids with new ids stamped with
+// now. A batched send needs an id per message: they share one allocation
+// and one step of the sequence (a block of consecutive numbers), and the
+// clock is read once by the caller.
+func (g *MessageIDGenerator) fillEmpty(ids []string, now time.Time) {
+	n := 0
+	for _, id := range ids {
+		if id == "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	seq := g.seq.Add(uint32(n)) - uint32(n)
+	var b strings.Builder
+	b.Grow(n * messageIDLen)
+	var out [messageIDLen]byte
+	for range n {
+		g.format(&out, now, seq)
+		b.Write(out[:])
+		seq++
+	}
+	all := b.String()
+	for i, id := range ids {
+		if id == "" {
+			ids[i], all = all[:messageIDLen], all[messageIDLen:]
+		}
+	}
+}
+
+func (g *MessageIDGenerator) format(out *[messageIDLen]byte, now time.Time, seq uint32) {
 	out[0], out[1] = messageIDVersion[0], messageIDVersion[1]
 	copy(out[2:], g.prefix[:])
 	var tail [8]byte
 	binary.BigEndian.PutUint32(tail[:4], uint32(now.Unix()-messageIDEpochUnix))
-	binary.BigEndian.PutUint32(tail[4:], g.seq.Add(1)-1)
+	binary.BigEndian.PutUint32(tail[4:], seq)
 	hexUpper(out[18:], tail[:])
-	return string(out[:])
 }
 
 // hexUpper writes the upper-case hex of src into dst (len 2*len(src)).

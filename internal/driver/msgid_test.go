@@ -24,9 +24,36 @@ func TestMessageIDLayoutRoundTrip(t *testing.T) {
 	assert.True(t, info.Time.Equal(at), "time %v", info.Time)
 	assert.Equal(t, uint32(0), info.Sequence)
 
-	next, err := ParseMessageID(g.next(at))
+	next, err := ParseMessageID(g.NextAt(at))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(1), next.Sequence)
+	assert.True(t, next.Time.Equal(at), "NextAt stamps the time it is given")
+}
+
+// A batch's ids: the empty slots get consecutive sequence numbers stamped
+// with the batch's time, the ids the caller chose stay, and the sequence
+// goes on after the block (also across its wrap).
+func TestMessageIDBatchFill(t *testing.T) {
+	g := newGenerator([]byte{1, 2, 3, 4, 5, 6}, 7)
+	g.seq.Store(^uint32(0) - 1)
+	at := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
+	ids := []string{"", "mine", "", "", ""}
+	g.fillEmpty(ids, at)
+	assert.Equal(t, "mine", ids[1])
+	want := []uint32{^uint32(0) - 1, ^uint32(0), 0, 1}
+	for k, i := range []int{0, 2, 3, 4} {
+		info, err := ParseMessageID(ids[i])
+		require.NoError(t, err, ids[i])
+		assert.Equal(t, want[k], info.Sequence)
+		assert.True(t, info.Time.Equal(at))
+	}
+	next, err := ParseMessageID(g.Next())
+	require.NoError(t, err)
+	assert.Equal(t, uint32(2), next.Sequence)
+
+	given := []string{"a", "b"}
+	g.fillEmpty(given, at)
+	assert.Equal(t, []string{"a", "b"}, given)
 }
 
 func TestMessageIDsAreUnique(t *testing.T) {

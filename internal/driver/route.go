@@ -305,10 +305,16 @@ func (c *Client) routeRefreshLoop() {
 // finish records a unary call's outcome and returns its error: the
 // transport error, or the in-body status when it is not a success.
 func (c *Client) finish(ctx context.Context, rpc, endpoint string, start time.Time, err error, st *rmqpb.Status) error {
+	return c.finishStatus(ctx, rpc, endpoint, start, err, statusOf(st))
+}
+
+// finishStatus is finish for a status the call decoded itself (the send
+// path).
+func (c *Client) finishStatus(ctx context.Context, rpc, endpoint string, start time.Time, err error, st wireStatus) error {
 	if err != nil {
 		err = transportError(ctx, err, rpc, endpoint)
 	} else {
-		err = statusError(st, rpc, endpoint)
+		err = st.err(rpc, endpoint)
 	}
 	c.met.observe(rpc, start, err)
 	return err

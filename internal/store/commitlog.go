@@ -225,6 +225,11 @@ func (s *Store) createSegment(base int64) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: create segment: %w", err)
 	}
+	if p, ok := f.(vfs.Preallocator); ok {
+		// Best effort: a file system without it (or short of space, which
+		// the writes will report) allocates as the log grows.
+		_ = p.Preallocate(s.opts.SegmentSize)
+	}
 	return &segment{base: base, size: s.opts.SegmentSize, f: f, name: name}, nil
 }
 

@@ -17,8 +17,10 @@
 //
 // The log is a sequence of bytes addressed by log offset, stored in segment
 // files of Options.SegmentSize bytes named by their start offset. A segment
-// file grows by writes (it is not preallocated); that way cutting a torn tail
-// is a truncation and no stale bytes can lie past the end of the log. A record
+// file grows by writes; that way cutting a torn tail is a truncation and no
+// stale bytes can lie past the end of the log. Its disk blocks are reserved
+// when it is created (fallocate with FALLOC_FL_KEEP_SIZE, which leaves the
+// size alone), so appends skip block allocation. A record
 // never spans two segments: when a batch does not fit, the rest of the
 // segment is covered by a blank record (size | "TMQB"), of which only its 8
 // bytes are written, and the batch starts the next segment.

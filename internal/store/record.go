@@ -82,7 +82,10 @@ func appendRecord(dst []byte, m *Message, batchIdx, batchCnt uint32) []byte {
 	propsStart := p
 	p += 4
 	if len(m.Properties) > 0 {
-		keys := make([]string, 0, len(m.Properties))
+		// Messages carry a handful of properties: sort their keys on the
+		// stack rather than allocate per record.
+		var stack [16]string
+		keys := stack[:0]
 		for k := range m.Properties {
 			keys = append(keys, k)
 		}

@@ -58,6 +58,13 @@ func signed(ak, sk string) context.Context {
 	return ctxWith(HeaderAuthorization, FormatAuthorization(ak, sk, dt), HeaderDateTime, dt)
 }
 
+// publisher is a send decoded by other means than the generated types, as
+// the broker's own: it names its topic through Publisher. An empty topic
+// stands for a request without messages.
+type publisher string
+
+func (p publisher) PublishTopic() (string, bool) { return string(p), p != "" }
+
 func send(topic string) *rmqpb.SendMessageRequest {
 	return &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{{Topic: &rmqpb.Resource{Name: topic}}}}
 }
@@ -116,6 +123,10 @@ func TestAuthorizeRules(t *testing.T) {
 		{"pub", "SendMessage", send("payments"), false},
 		{"sub", "SendMessage", send("orders"), false},
 		{"admin", "SendMessage", send("anything"), true},
+		{"pub", "SendMessage", publisher("orders"), true},
+		{"pub", "SendMessage", publisher("payments"), false},
+		{"sub", "SendMessage", publisher("orders"), false},
+		{"sub", "SendMessage", publisher(""), true}, // no message: the broker refuses it
 		{"pub", "EndTransaction", &rmqpb.EndTransactionRequest{Topic: res("orders")}, true},
 		{"sub", "EndTransaction", &rmqpb.EndTransactionRequest{Topic: res("orders")}, false},
 		{"pub", "RecallMessage", &rmqpb.RecallMessageRequest{Topic: res("payments")}, false},

@@ -37,7 +37,9 @@
 //	                                             subscribe on the group and each topic
 //
 // A Settings with neither publishing nor subscription is refused. Denied
-// requests get FORBIDDEN (40300).
+// requests get FORBIDDEN (40300). A request of another type that implements
+// Publisher (the broker's own decoding of SendMessage) needs publish on the
+// topic it names.
 //
 // # Where it runs
 //

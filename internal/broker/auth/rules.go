@@ -4,6 +4,14 @@ import (
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 )
 
+// Publisher is a request, other than a generated message, that publishes to
+// one topic: the broker decodes SendMessage into a type of its own and
+// hands that to the interceptors. ok is false when the request names no
+// message, which the broker refuses itself (nothing to authorize).
+type Publisher interface {
+	PublishTopic() (topic string, ok bool)
+}
+
 // authorize applies the permission rules of the package doc to one request
 // message.
 func authorize(u *User, req any) error {
@@ -52,6 +60,12 @@ func authorize(u *User, req any) error {
 		return subGroupTopic(r.GetGroup().GetName(), r.GetTopic().GetName())
 	case *rmqpb.TelemetryCommand:
 		return authorizeTelemetry(u, r)
+	case Publisher:
+		t, ok := r.PublishTopic()
+		if !ok {
+			return nil
+		}
+		return u.canPublish(t)
 	}
 	return nil
 }

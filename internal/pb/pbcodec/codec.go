@@ -43,7 +43,29 @@ func New() *Codec {
 
 func (*Codec) Name() string { return "proto" }
 
+// WireMessage is a message that writes its own protobuf encoding: a
+// hand-written hot path (the batched send) that skips building generated
+// structs. Its bytes must be what proto.Marshal of the equivalent generated
+// message could produce; the implementations are tested against it.
+type WireMessage interface {
+	// WireSize returns the exact length AppendWire will append.
+	WireSize() int
+	// AppendWire appends the encoding to b.
+	AppendWire(b []byte) []byte
+}
+
+// BufferUnmarshaler is a message that decodes itself and may keep slices of
+// the received bytes instead of copying them (a message body on its way to
+// the store). It takes ownership of buf: it must call buf.Free exactly once
+// when nothing refers to the bytes any more, also when it returns an error.
+type BufferUnmarshaler interface {
+	UnmarshalBuffer(buf mem.Buffer) error
+}
+
 func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if w, ok := v.(WireMessage); ok {
+		return c.marshalWire(w), nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("pbcodec: cannot marshal %T: not a protobuf message", v)
@@ -67,7 +89,20 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
 }
 
+func (c *Codec) marshalWire(w WireMessage) mem.BufferSlice {
+	size := w.WireSize()
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		return mem.BufferSlice{mem.SliceBuffer(w.AppendWire(make([]byte, 0, size)))}
+	}
+	buf := c.pool.Get(size)
+	*buf = w.AppendWire((*buf)[:0])
+	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}
+}
+
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if u, ok := v.(BufferUnmarshaler); ok {
+		return u.UnmarshalBuffer(data.MaterializeToBuffer(c.pool))
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("pbcodec: cannot unmarshal into %T: not a protobuf message", v)

@@ -18,3 +18,14 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// preallocate reserves disk blocks for the first size bytes of f without
+// changing its size (FALLOC_FL_KEEP_SIZE).
+func preallocate(f *os.File, size int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, size)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

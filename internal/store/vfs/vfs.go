@@ -33,6 +33,15 @@ type File interface {
 	Size() (int64, error)
 }
 
+// Preallocator is implemented by files that can reserve disk space for
+// their first size bytes ahead of the writes, without changing their size:
+// the writes then skip block allocation, which on ext4 more than halves the
+// CPU of appending to a new file. Reading and the size are unchanged, so it
+// is only a hint; MemFS does not implement it.
+type Preallocator interface {
+	Preallocate(size int64) error
+}
+
 // FS is the set of file-system operations the store uses.
 type FS interface {
 	// OpenFile opens name with os.O_* flags (O_RDWR, O_CREATE, O_EXCL, O_RDONLY).
@@ -59,6 +68,8 @@ type osFS struct{}
 type osFile struct{ *os.File }
 
 func (f osFile) Sync() error { return fdatasync(f.File) }
+
+func (f osFile) Preallocate(size int64) error { return preallocate(f.File, size) }
 
 func (f osFile) Size() (int64, error) {
 	st, err := f.Stat()
