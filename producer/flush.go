@@ -15,7 +15,7 @@ import (
 // each request is bounded by timeouts.request.
 func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending) ([]batch.Result[driver.SendResult], error) {
 	if key.group == "" {
-		items[0].topic.spread.observe(len(items))
+		items[0].topic.spread.observe(len(items), time.Now())
 	}
 	res, err := p.request(ctx, key.target, key.queue, items)
 	if err != nil {

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,24 +21,37 @@ const stickyFor = 20 * time.Millisecond
 
 // Spreading. One sticky target makes the biggest batches, but then every
 // batch of the moment goes through one serial chain (encode, one broker's
-// decode and append, the reply) and the client's second core idles while a
-// batch is in flight. Once the batches of a topic are large, halving them
-// costs little (the fixed cost of a request is spread over many messages
-// still) and sending to two brokers at once runs two chains side by side:
-// with 64 synchronous senders on two cores that is 10-30% more messages per
-// second in BenchmarkProduce. Small batches stay on one target, where
-// splitting them would only add requests.
+// decode and append, the reply), and while a batch is in flight the client
+// and that broker mostly wait. Sending to two brokers at once runs two
+// chains side by side: with 64 synchronous senders on two cores that is
+// 10-30% more messages per second in BenchmarkProduce. But it halves the
+// batches, which costs CPU per message on both sides; where the CPU rather
+// than the chain is the limit (producer, brokers and consumers sharing two
+// cores in BenchmarkE2E) two targets deliver 20% less.
+//
+// So the width is measured, not guessed. Small batches always stay on one
+// target: splitting them would only add requests. Once a topic's batches
+// are large, it starts with two targets and every spreadSettle windows
+// tries the other width for two windows (the first lets the batches in
+// flight drain); it switches when the second delivered spreadGain times
+// the messages per second of the recent windows at the chosen width. Under
+// a load that does not depend on the width (senders that do not wait for
+// their results, at a steady rate) the rates tie and the choice stays.
 const (
 	maxSpread = 2
-	// A topic widens to maxSpread targets when its batches average at
-	// least spreadWiden messages and narrows back below spreadNarrow; the
-	// gap keeps it from flapping when halved batches are mid-sized.
+	// A topic may spread once its batches average at least spreadWiden
+	// messages and goes back to one target below spreadNarrow; the gap
+	// keeps it from flapping when halved batches are mid-sized.
 	spreadWiden  = 24
 	spreadNarrow = 8
 	// avgShift sets the weight of a new batch in the running average
 	// (1/8), and fixShift the fixed-point scale of the average.
 	avgShift = 3
 	fixShift = 4
+
+	spreadWindow = 10 * time.Millisecond
+	spreadSettle = 20
+	spreadGain   = 1.05
 )
 
 // spread is the sticky state of a topic's ordinary messages: up to
@@ -51,20 +65,75 @@ type spread struct {
 	next  atomic.Uint32
 	width atomic.Int32 // active slots - 1 (the zero value is one slot)
 	avg   atomic.Int64 // running average of batch sizes, << fixShift
+
+	mu  sync.Mutex // guards ctl; taken once per batch
+	ctl spreadCtl
 }
 
-// observe feeds the size of a batch sent for the topic into the average
-// and adjusts the width. Concurrent updates may lose one another's sample,
-// which an average tolerates.
-func (s *spread) observe(items int) {
+// spreadCtl is the width controller of a spreading topic (see above).
+type spreadCtl struct {
+	on     bool       // batches are large enough to spread
+	chosen int32      // the width the measurements favour, as in spread.width
+	start  time.Time  // of the current window
+	items  int        // messages flushed in the current window
+	wins   int        // windows at the chosen width since the last trial
+	recent [3]float64 // rates of the latest windows at the chosen width
+	nrec   int        // how many of recent are filled
+	trial  int        // 0: none; 1: trying the other width, draining; 2: measuring it
+}
+
+// observe feeds a batch of items, flushed at now, into the average and the
+// width controller. Concurrent updates of the average may lose one
+// another's sample, which an average tolerates.
+func (s *spread) observe(items int, now time.Time) {
 	old := s.avg.Load()
 	avg := old + (int64(items)<<fixShift-old)>>avgShift
 	s.avg.Store(avg)
-	switch w := s.width.Load(); {
-	case w == 0 && avg >= spreadWiden<<fixShift:
-		s.width.Store(maxSpread - 1)
-	case w > 0 && avg < spreadNarrow<<fixShift:
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &s.ctl
+	switch {
+	case !c.on && avg >= spreadWiden<<fixShift:
+		*c = spreadCtl{on: true, chosen: maxSpread - 1, start: now}
+		s.width.Store(c.chosen)
+		return
+	case c.on && avg < spreadNarrow<<fixShift:
+		*c = spreadCtl{}
 		s.width.Store(0)
+		return
+	case !c.on:
+		return
+	}
+	c.items += items
+	elapsed := now.Sub(c.start)
+	if elapsed < spreadWindow {
+		return
+	}
+	rate := float64(c.items) / elapsed.Seconds()
+	c.items, c.start = 0, now
+	switch c.trial {
+	case 0:
+		copy(c.recent[1:], c.recent[:])
+		c.recent[0] = rate
+		c.nrec = min(c.nrec+1, len(c.recent))
+		if c.wins++; c.wins >= spreadSettle {
+			c.trial = 1
+			s.width.Store(maxSpread - 1 - c.chosen)
+		}
+	case 1:
+		c.trial = 2
+	case 2:
+		var base float64
+		for _, r := range c.recent[:c.nrec] {
+			base += r / float64(c.nrec)
+		}
+		if rate > base*spreadGain {
+			c.chosen = maxSpread - 1 - c.chosen
+			c.recent[0], c.nrec = rate, 1
+		}
+		s.width.Store(c.chosen)
+		c.trial, c.wins = 0, 0
 	}
 }
 
