@@ -40,10 +40,15 @@ type pipeline struct {
 	jobs    chan *dispJob
 	ordered chan *dispJob
 	free    chan []byte
-	quit    chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
-	gap     error // set by the ordered stage when a queue entry would leave a hole
+	// freeEntries recycles the entry slices of applied chunks, as free
+	// does their buffers: a chunk of a batched append holds tens of
+	// entries, and growing a new slice for each chunk was a sizeable part
+	// of the pipeline's work.
+	freeEntries chan []dispEntry
+	quit        chan struct{}
+	wg          sync.WaitGroup
+	once        sync.Once
+	gap         error // set by the ordered stage when a queue entry would leave a hole
 }
 
 // startPipeline starts indexing the log from offset from.
@@ -54,7 +59,9 @@ func (s *Store) startPipeline(from int64) *pipeline {
 		jobs:    make(chan *dispJob, 2*n),
 		ordered: make(chan *dispJob, 2*n+2),
 		free:    make(chan []byte, 2*n+3),
-		quit:    make(chan struct{}),
+
+		freeEntries: make(chan []dispEntry, 2*n+3),
+		quit:        make(chan struct{}),
 	}
 	s.dispatched.Store(from)
 	p.wg.Add(2 + n)
@@ -137,6 +144,10 @@ func (p *pipeline) reader(pos int64) {
 func (p *pipeline) cut(pos, limit, chunk int64) (*dispJob, int64) {
 	s := p.s
 	job := &dispJob{start: pos, end: pos, done: make(chan struct{})}
+	select {
+	case job.entries = <-p.freeEntries:
+	default:
+	}
 	s.segMu.RLock()
 	g := s.segmentAt(pos)
 	s.segMu.RUnlock()
@@ -290,6 +301,13 @@ func (p *pipeline) orderer() {
 		if job.buf != nil {
 			select {
 			case p.free <- job.buf[:0]:
+			default:
+			}
+		}
+		if cap(job.entries) > 0 {
+			clear(job.entries)
+			select {
+			case p.freeEntries <- job.entries[:0]:
 			default:
 			}
 		}
