@@ -64,9 +64,9 @@ type spread struct {
 	slots [maxSpread]atomic.Pointer[stickyTarget]
 	next  atomic.Uint32
 	width atomic.Int32 // active slots - 1 (the zero value is one slot)
-	avg   atomic.Int64 // running average of batch sizes, << fixShift
 
-	mu  sync.Mutex // guards ctl; taken once per batch
+	mu  sync.Mutex // guards avg and ctl; taken once per batch
+	avg int64      // running average of batch sizes, << fixShift
 	ctl spreadCtl
 }
 
@@ -83,15 +83,12 @@ type spreadCtl struct {
 }
 
 // observe feeds a batch of items, flushed at now, into the average and the
-// width controller. Concurrent updates of the average may lose one
-// another's sample, which an average tolerates.
+// width controller.
 func (s *spread) observe(items int, now time.Time) {
-	old := s.avg.Load()
-	avg := old + (int64(items)<<fixShift-old)>>avgShift
-	s.avg.Store(avg)
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.avg += (int64(items)<<fixShift - s.avg) >> avgShift
+	avg := s.avg
 	c := &s.ctl
 	switch {
 	case !c.on && avg >= spreadWiden<<fixShift:
