@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/twinmq/twinmq/internal/pb/pbcodec"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 	"github.com/twinmq/twinmq/internal/store"
 )
@@ -229,7 +230,7 @@ func decodeSendWire(b []byte, sc *sendScratch) ([]sendMsg, error) {
 // truncated value, an end-group without its start.
 func fields(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte) error) error {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := pbcodec.ConsumeTag(b)
 		if n < 0 {
 			return errTruncated
 		}
@@ -303,24 +304,6 @@ func (s *shape) scanRequest(b []byte) error {
 			return nil
 		})
 	})
-}
-
-// consumeTag reads a field tag as the protobuf runtime does: a field number
-// outside [1, 2^29-1] is an error (n < 0).
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
-	if len(b) > 0 && b[0] < 0x80 && b[0] >= 8 {
-		// The common case: a one-byte tag (field numbers 1 to 15).
-		return protowire.Number(b[0] >> 3), protowire.Type(b[0] & 7), 1
-	}
-	v, n := protowire.ConsumeVarint(b)
-	if n < 0 {
-		return 0, 0, n
-	}
-	num := v >> 3
-	if num < uint64(protowire.MinValidNumber) || num > uint64(protowire.MaxValidNumber) {
-		return 0, 0, -1
-	}
-	return protowire.Number(num), protowire.Type(v & 7), n
 }
 
 // str copies b into the arena and returns it as a string of its own.

@@ -218,22 +218,18 @@ func decodeStatus(b []byte, s *wireStatus) error {
 	return nil
 }
 
-// consumeTag reads a field tag, rejecting the field numbers protobuf does
-// not allow and end-group markers without their start (this decoder never
-// descends into a group: groups are skipped whole by skipField).
+// consumeTag reads a field tag (pbcodec.ConsumeTag), also rejecting
+// end-group markers without their start (this decoder never descends into
+// a group: groups are skipped whole by skipField).
 func consumeTag(b []byte) (protowire.Number, protowire.Type, int, error) {
-	v, n := consumeUvarint(b)
+	num, typ, n := pbcodec.ConsumeTag(b)
 	if n < 0 {
 		return 0, 0, 0, fmt.Errorf("%w: bad field tag", errMalformed)
-	}
-	num, typ := v>>3, protowire.Type(v&7)
-	if num < uint64(protowire.MinValidNumber) || num > uint64(protowire.MaxValidNumber) {
-		return 0, 0, 0, fmt.Errorf("%w: invalid field number %d", errMalformed, num)
 	}
 	if typ == protowire.EndGroupType {
 		return 0, 0, 0, fmt.Errorf("%w: unmatched end of group %d", errMalformed, num)
 	}
-	return protowire.Number(num), typ, n, nil
+	return num, typ, n, nil
 }
 
 // skipField returns the length of a field value to skip.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
@@ -69,5 +70,32 @@ func TestCodecWireMessages(t *testing.T) {
 		data.Free()
 		require.Equal(t, out.data, in.buf.ReadOnlyData(), "the bytes stay valid until the receiver frees them")
 		in.buf.Free()
+	}
+}
+
+// ConsumeTag accepts what proto.Unmarshal accepts as a tag and refuses the
+// rest.
+func TestConsumeTag(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		num  protowire.Number
+		typ  protowire.Type
+		size int
+	}{
+		{in: protowire.AppendTag(nil, 1, protowire.BytesType), num: 1, typ: protowire.BytesType, size: 1},
+		{in: protowire.AppendTag(nil, 15, protowire.VarintType), num: 15, typ: protowire.VarintType, size: 1},
+		{in: protowire.AppendTag(nil, 16, protowire.Fixed32Type), num: 16, typ: protowire.Fixed32Type, size: 2},
+		{in: protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.BytesType), num: protowire.MaxValidNumber, typ: protowire.BytesType, size: 5},
+		{in: []byte{0x02}, size: -1},                       // field number 0
+		{in: protowire.AppendVarint(nil, 1<<32), size: -1}, // field number past 2^29-1
+		{in: []byte{0x80}, size: -1},                       // truncated
+		{in: nil, size: -1},
+	} {
+		num, typ, n := ConsumeTag(tc.in)
+		if tc.size < 0 {
+			require.Less(t, n, 0, "%x", tc.in)
+			continue
+		}
+		require.Equal(t, []any{tc.num, tc.typ, tc.size}, []any{num, typ, n}, "%x", tc.in)
 	}
 }
