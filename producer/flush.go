@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twinmq/twinmq/batch"
@@ -48,8 +49,9 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 	// bounded: the send's own deadline, not the request timeout, limits
 	// this request.
 	bounded := timeout < requestTimeout
-	backing := make([]driver.Message, len(items))
-	msgs := make([]*driver.Message, len(items))
+	rq := p.getRequest(len(items))
+	defer p.putRequest(rq)
+	backing, msgs := rq.backing, rq.msgs
 	for i, it := range items {
 		m := it.msg
 		backing[i] = driver.Message{
@@ -97,3 +99,34 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 	picker.Success(h, time.Since(start))
 	return res, nil
 }
+
+// requestMsgs is the driver's view of a request's messages; the driver
+// keeps no reference to them once Send returns, so they are recycled.
+type requestMsgs struct {
+	backing []driver.Message
+	msgs    []*driver.Message
+}
+
+func (p *Producer) getRequest(n int) *requestMsgs {
+	rq, ok := p.requests.Get().(*requestMsgs)
+	if !ok {
+		rq = new(requestMsgs)
+	}
+	rq.backing = slices.Grow(rq.backing[:0], n)[:n]
+	rq.msgs = slices.Grow(rq.msgs[:0], n)[:n]
+	return rq
+}
+
+// putRequest recycles rq without keeping the messages' bodies and
+// properties reachable; an unusually large one is dropped.
+func (p *Producer) putRequest(rq *requestMsgs) {
+	if cap(rq.backing) > maxPooledRequest {
+		return
+	}
+	clear(rq.backing)
+	clear(rq.msgs)
+	p.requests.Put(rq)
+}
+
+// maxPooledRequest bounds the messages of a recycled requestMsgs.
+const maxPooledRequest = 1024

@@ -90,12 +90,32 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 			r, err = p.sendAlone(ctx, t, q, pd)
 		}
 		if err == nil {
-			return p.succeed(pd, t, r), nil
+			res := p.succeed(pd, t, r)
+			p.recycle(pd)
+			return res, nil
 		}
 		if !p.retryable(ctx, pd, err) {
 			return nil, p.fail(pd, err)
 		}
 	}
+}
+
+// newPending returns zeroed send state, recycled when possible.
+func (p *Producer) newPending() *pending {
+	if pd, ok := p.pendings.Get().(*pending); ok {
+		return pd
+	}
+	return new(pending)
+}
+
+// recycle takes back the state of a synchronous send that succeeded. Only
+// then is nothing else left holding it: its result came back through the
+// accumulator or the request, so no flush still reads it. A send that
+// failed may have given up on an item still in flight (its context ended)
+// and is left to the garbage collector.
+func (p *Producer) recycle(pd *pending) {
+	*pd = pending{}
+	p.pendings.Put(pd)
 }
 
 // SendAsync sends one message without waiting for the outcome, which cb
@@ -203,7 +223,8 @@ func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings
 	if ts == nil {
 		return nil, nil, p.unknownTopic(m.Topic)
 	}
-	pd := &pending{msg: m, topic: ts, props: m.Properties, size: m.size(), start: now}
+	pd := p.newPending()
+	*pd = pending{msg: m, topic: ts, props: m.Properties, size: m.size(), start: now}
 	if st.batching && int64(pd.size) > st.maxBuffered {
 		return nil, nil, fmt.Errorf("topic %q: message of %d bytes exceeds batching.totalBatchMaxBytes (%d): %w",
 			m.Topic, pd.size, st.maxBuffered, ErrBodyTooLarge)

@@ -51,9 +51,5 @@ func sendMessageHandler(srv any, ctx context.Context, dec func(any) error, inter
 // sendWire serves a decoded request and answers with a response that
 // encodes itself (sendReply).
 func (s *service) sendWire(ctx context.Context, req *sendRequest) (any, error) {
-	resp, err := s.sendDecoded(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return sendReply{resp}, nil
+	return s.sendDecoded(ctx, req), nil
 }

@@ -12,10 +12,16 @@ import (
 // decoding the request by hand. The bytes are those proto.Marshal writes
 // for the embedded response (fields in number order, proto3 defaults
 // omitted). Embedding the generated response keeps it a proto.Message for
-// whatever reads it as one (the metrics interceptor's status code); as a
-// one-pointer struct it becomes an interface value without an allocation.
+// whatever reads it as one (the metrics interceptor's status code).
+//
+// The reply of an appended request carries its outcome instead of entries:
+// the entries (one per message, all with the outcome's status, the
+// message's id and first + i as offset) are written from it, with the same
+// bytes the generated entries would give, and the response's Entries stay
+// empty.
 type sendReply struct {
 	*rmqpb.SendMessageResponse
+	appended *sendOutcome
 }
 
 // Field numbers of SendMessageResponse, SendResultEntry and Status.
@@ -43,6 +49,12 @@ func (r sendReply) WireSize() int {
 	for _, e := range r.GetEntries() {
 		n += 1 + protowire.SizeBytes(entrySize(e, &z))
 	}
+	if o := r.appended; o != nil {
+		st := z.size(o.status)
+		for i, id := range o.ids {
+			n += 1 + protowire.SizeBytes(partsSize(o.status != nil, st, id, "", o.first+int64(i), ""))
+		}
+	}
 	return n
 }
 
@@ -54,21 +66,35 @@ func (r sendReply) AppendWire(b []byte) []byte {
 		b = appendStatus(b, st, z.size(st))
 	}
 	for _, e := range r.GetEntries() {
-		b = protowire.AppendTag(b, fieldResponseEntries, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(entrySize(e, &z)))
-		if st := e.GetStatus(); st != nil {
-			b = protowire.AppendTag(b, fieldEntryStatus, protowire.BytesType)
-			b = appendStatus(b, st, z.size(st))
+		b = appendEntry(b, e.GetStatus(), &z, e.GetMessageId(), e.GetTransactionId(), e.GetOffset(), e.GetRecallHandle())
+	}
+	if o := r.appended; o != nil {
+		for i, id := range o.ids {
+			b = appendEntry(b, o.status, &z, id, "", o.first+int64(i), "")
 		}
-		b = appendString(b, fieldEntryMessageID, e.GetMessageId())
-		b = appendString(b, fieldEntryTransactionID, e.GetTransactionId())
-		if off := e.GetOffset(); off != 0 {
-			b = protowire.AppendTag(b, fieldEntryOffset, protowire.VarintType)
-			b = protowire.AppendVarint(b, uint64(off))
-		}
-		b = appendString(b, fieldEntryRecallHandle, e.GetRecallHandle())
 	}
 	return b
+}
+
+// appendEntry appends one SendResultEntry field (st may be nil).
+func appendEntry(b []byte, st *rmqpb.Status, z *statusSizer, id, tx string, off int64, recall string) []byte {
+	stSize := 0
+	if st != nil {
+		stSize = z.size(st)
+	}
+	b = protowire.AppendTag(b, fieldResponseEntries, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(partsSize(st != nil, stSize, id, tx, off, recall)))
+	if st != nil {
+		b = protowire.AppendTag(b, fieldEntryStatus, protowire.BytesType)
+		b = appendStatus(b, st, stSize)
+	}
+	b = appendString(b, fieldEntryMessageID, id)
+	b = appendString(b, fieldEntryTransactionID, tx)
+	if off != 0 {
+		b = protowire.AppendTag(b, fieldEntryOffset, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(off))
+	}
+	return appendString(b, fieldEntryRecallHandle, recall)
 }
 
 // statusSizer remembers the size of the last Status it measured: the
@@ -107,12 +133,22 @@ func appendStatus(b []byte, st *rmqpb.Status, size int) []byte {
 }
 
 func entrySize(e *rmqpb.SendResultEntry, z *statusSizer) int {
-	n := 0
-	if st := e.GetStatus(); st != nil {
-		n += 1 + protowire.SizeBytes(z.size(st))
+	st, stSize := e.GetStatus(), 0
+	if st != nil {
+		stSize = z.size(st)
 	}
-	n += stringSize(e.GetMessageId()) + stringSize(e.GetTransactionId()) + stringSize(e.GetRecallHandle())
-	if off := e.GetOffset(); off != 0 {
+	return partsSize(st != nil, stSize, e.GetMessageId(), e.GetTransactionId(), e.GetOffset(), e.GetRecallHandle())
+}
+
+// partsSize is the size of a SendResultEntry with these fields (a status of
+// stSize bytes when hasStatus).
+func partsSize(hasStatus bool, stSize int, id, tx string, off int64, recall string) int {
+	n := 0
+	if hasStatus {
+		n += 1 + protowire.SizeBytes(stSize)
+	}
+	n += stringSize(id) + stringSize(tx) + stringSize(recall)
+	if off != 0 {
 		n += 1 + protowire.SizeVarint(uint64(off))
 	}
 	return n

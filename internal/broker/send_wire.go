@@ -91,8 +91,10 @@ type sendScratch struct {
 	msgs  []sendMsg
 	props []userProp
 	keys  []string
-	// stored holds the store messages of the request's plan.
+	// stored holds the store messages of the request's plan, and maps
+	// the property maps of the ordinary ones among them (see planSend).
 	stored []store.Message
+	maps   []map[string]string
 }
 
 // maxPooled bounds the scratch a pool keeps (messages, or properties or
@@ -111,7 +113,22 @@ func (sc *sendScratch) reset() {
 	clear(sc.keys)
 	clear(sc.stored[:cap(sc.stored)])
 	sc.msgs, sc.props, sc.keys, sc.stored = sc.msgs[:0], sc.props[:0], sc.keys[:0], sc.stored[:0]
+	// A map keeps its memory when cleared; one that held an unusual
+	// number of properties is let go rather than kept at that size.
+	maps := sc.maps[:0]
+	for _, m := range sc.maps {
+		if len(m) <= pooledProps {
+			clear(m)
+			maps = append(maps, m)
+		}
+	}
+	clear(sc.maps[len(maps):])
+	sc.maps = maps
 }
+
+// pooledProps is the most properties a recycled property map held: up to
+// 8 entries a map is one group of slots.
+const pooledProps = 8
 
 // UnmarshalBuffer implements pbcodec.BufferUnmarshaler. It owns buf from
 // here on: on success until release, on failure it frees it at once.
@@ -154,15 +171,7 @@ func (r *sendRequest) release() {
 
 // plan validates the request (planSend) into the scratch's store messages.
 func (r *sendRequest) plan(lim *Limits, now time.Time, bornHost string) (*sendPlan, error) {
-	var into []store.Message
-	if r.scratch != nil {
-		into = r.scratch.stored
-	}
-	p, err := planSend(r.msgs, into, lim, now, bornHost)
-	if err == nil && r.scratch != nil {
-		r.scratch.stored = p.messages
-	}
-	return p, err
+	return planSend(r.msgs, r.scratch, lim, now, bornHost)
 }
 
 // PublishTopic is the topic the request publishes to (message 0's), for the
@@ -490,4 +499,13 @@ func checkStrings(b []byte, a, c protowire.Number) error {
 		}
 		return nil
 	})
+}
+
+// propMap returns the i-th recycled property map, empty, making it first
+// if the scratch has fewer.
+func (sc *sendScratch) propMap(i int) map[string]string {
+	for len(sc.maps) <= i {
+		sc.maps = append(sc.maps, make(map[string]string, pooledProps))
+	}
+	return sc.maps[i]
 }

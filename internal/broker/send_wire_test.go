@@ -32,16 +32,24 @@ var _ pbcodec.BufferUnmarshaler = (*sendRequest)(nil)
 // store messages), or both refuse the request with the same code.
 func sameDecoding(t testing.TB, data []byte, lim *Limits) {
 	t.Helper()
+	sameDecodingIn(t, data, lim, new(sendScratch))
+}
+
+// sameDecodingIn is sameDecoding with the wire path in sc, as the service
+// recycles it: sc is reset afterwards, ready for the next request.
+func sameDecodingIn(t testing.TB, data []byte, lim *Limits, sc *sendScratch) {
+	t.Helper()
+	defer sc.reset()
 	var req rmqpb.SendMessageRequest
 	gerr := proto.Unmarshal(data, &req)
-	msgs, werr := decodeSendWire(data, new(sendScratch))
+	msgs, werr := decodeSendWire(data, sc)
 	if gerr != nil || werr != nil {
 		require.Equal(t, gerr == nil, werr == nil, "proto.Unmarshal: %v; wire decoder: %v; data %x", gerr, werr, data)
 		require.ErrorIs(t, werr, ErrMalformedSend)
 		return
 	}
 	want, wantErr := decodeSend(&req, lim, genNow(), "peer")
-	got, err := planSend(msgs, nil, lim, genNow(), "peer")
+	got, err := planSend(msgs, sc, lim, genNow(), "peer")
 	if wantErr != nil || err != nil {
 		require.Error(t, wantErr, "the generated path accepts what the wire path refuses: %v", err)
 		require.Error(t, err, "the wire path accepts what the generated path refuses: %v", wantErr)
@@ -61,9 +69,12 @@ func TestSendWireMatchesGenerated(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	lim := genLimits()
 	var malformedN, refused, planned int
+	// One scratch for all, as the service recycles it: a request must not
+	// see anything of the ones before (property maps included).
+	sc := new(sendScratch)
 	for i := range 4000 {
 		data := genEncoding(r, 1+i%8)
-		sameDecoding(t, data, lim)
+		sameDecodingIn(t, data, lim, sc)
 		var req rmqpb.SendMessageRequest
 		switch {
 		case proto.Unmarshal(data, &req) != nil:
@@ -257,14 +268,14 @@ func TestSendWireBodiesOutliveBuffer(t *testing.T) {
 		buf, backing := pooledBuffer(data, &p)
 		var r sendRequest
 		require.NoError(t, r.UnmarshalBuffer(buf))
-		resp, err := s.sendDecoded(ctx, &r)
-		require.NoError(t, err)
+		reply := s.sendDecoded(ctx, &r)
 		r.release()
 		require.Equal(t, int32(1), p.puts.Load())
 		for i := range backing[:cap(backing)] {
 			backing[:cap(backing)][i] = '#'
 		}
-		return resp
+		// gRPC writes the reply after the handler released the request.
+		return decodedReply(t, reply)
 	}
 	body := func(i int) string { return fmt.Sprintf("body %d %s", i, bytes.Repeat([]byte{'x'}, 100+i)) }
 
@@ -426,7 +437,7 @@ func TestSendMessageHandler(t *testing.T) {
 	}
 
 	resp, p := call(nil)
-	require.Equal(t, rmqpb.Code_OK, resp.(sendReply).GetStatus().GetCode())
+	require.Equal(t, rmqpb.Code_OK, resp.(*sendReply).GetStatus().GetCode())
 	require.Equal(t, "OK", statusCodeOf(resp), "the metrics interceptor reads the reply's status")
 	require.Equal(t, int32(1), p.puts.Load())
 
@@ -437,7 +448,7 @@ func TestSendMessageHandler(t *testing.T) {
 		return h(ctx, req)
 	})
 	require.Equal(t, rmqpb.MessagingService_SendMessage_FullMethodName+" normal", seen)
-	require.Equal(t, "h-1", resp.(sendReply).GetEntries()[0].GetMessageId())
+	require.Equal(t, "h-1", decodedReply(t, resp.(*sendReply)).GetEntries()[0].GetMessageId())
 	require.Equal(t, int32(1), p.puts.Load())
 
 	refused := &rmqpb.SendMessageResponse{Status: &rmqpb.Status{Code: rmqpb.Code_FORBIDDEN}}
@@ -469,7 +480,7 @@ func TestSendReplyEncoding(t *testing.T) {
 	} {
 		want, err := proto.Marshal(resp)
 		require.NoError(t, err)
-		r := sendReply{resp}
+		r := sendReply{SendMessageResponse: resp}
 		got := r.AppendWire([]byte("prefix"))
 		require.Equal(t, want, got[len("prefix"):], name)
 		require.Equal(t, len(want), r.WireSize(), name)
@@ -477,5 +488,33 @@ func TestSendReplyEncoding(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(data.Materialize()), name)
 		data.Free()
+	}
+}
+
+// decodedReply is the response a client reads from r: its encoding,
+// decoded by the generated code.
+func decodedReply(t testing.TB, r *sendReply) *rmqpb.SendMessageResponse {
+	t.Helper()
+	b := r.AppendWire(nil)
+	require.Len(t, b, r.WireSize())
+	var resp rmqpb.SendMessageResponse
+	require.NoError(t, proto.Unmarshal(b, &resp))
+	return &resp
+}
+
+// An appended request's reply writes its entries from the outcome, with
+// the bytes of the generated entries the other path builds from it.
+func TestSendReplyOfOutcome(t *testing.T) {
+	for _, out := range []sendOutcome{
+		{status: okStatus(), ids: []string{"a", "b", "c"}, first: 0},
+		{status: okStatus(), ids: []string{"x"}, first: 1 << 40},
+		{status: &rmqpb.Status{Code: rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT, Message: "not flushed"}, ids: []string{"p", "q"}, first: 7},
+	} {
+		r := &sendReply{SendMessageResponse: &rmqpb.SendMessageResponse{Status: out.topStatus()}, appended: &out}
+		want, err := proto.Marshal(out.response())
+		require.NoError(t, err)
+		got := r.AppendWire(nil)
+		require.Equal(t, want, got)
+		require.Equal(t, len(want), r.WireSize())
 	}
 }

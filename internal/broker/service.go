@@ -35,9 +35,10 @@ const (
 	headerLanguage      = "x-mq-language"
 )
 
+// header returns the first value of the request header key (lower case),
+// without copying the request's whole metadata as FromIncomingContext does.
 func header(ctx context.Context, key string) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(key); len(v) > 0 {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
 		return v[0]
 	}
 	return ""

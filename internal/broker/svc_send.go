@@ -18,22 +18,75 @@ func (s *service) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest
 // sendDecoded serves a SendMessage the broker decoded itself (the
 // registered handler, see sendMessageHandler). The caller releases req
 // after it returns: by then the store or the held path has copied the
-// bodies.
-func (s *service) sendDecoded(ctx context.Context, req *sendRequest) (*rmqpb.SendMessageResponse, error) {
+// bodies, and the reply holds nothing of req's recycled memory.
+func (s *service) sendDecoded(ctx context.Context, req *sendRequest) *sendReply {
 	plan, err := req.plan(&s.b.cfg.Limits, time.Now(), peerHost(ctx))
-	return s.b.sendResponse(ctx, plan, err), nil
+	var out sendOutcome
+	if err == nil {
+		out, err = s.b.send(ctx, plan)
+	}
+	switch {
+	case err != nil:
+		return &sendReply{SendMessageResponse: &rmqpb.SendMessageResponse{Status: toStatus(err)}}
+	case out.held != nil:
+		return &sendReply{SendMessageResponse: out.response()}
+	}
+	// An appended request answers without building an entry per message:
+	// the reply writes them from the outcome.
+	return &sendReply{SendMessageResponse: &rmqpb.SendMessageResponse{Status: out.topStatus()}, appended: &out}
 }
 
 // sendResponse stores a validated request (or answers its validation
 // error) and builds the response.
 func (b *Broker) sendResponse(ctx context.Context, plan *sendPlan, err error) *rmqpb.SendMessageResponse {
-	var entries []*rmqpb.SendResultEntry
+	var out sendOutcome
 	if err == nil {
-		entries, err = b.send(ctx, plan)
+		out, err = b.send(ctx, plan)
 	}
 	if err != nil {
 		return &rmqpb.SendMessageResponse{Status: toStatus(err)}
 	}
+	return out.response()
+}
+
+// sendOutcome is what a stored request answers. A held request (see
+// sendHeld) has its one entry; an appended one has a status that all its
+// messages share, their ids, and the queue offset of the first: message i
+// lies at first + i.
+type sendOutcome struct {
+	held   []*rmqpb.SendResultEntry
+	status *rmqpb.Status
+	ids    []string
+	first  int64
+}
+
+// entries returns the outcome as one result entry per message. The
+// entries of an appended request share one Status (read-only once built)
+// and one backing array, instead of two allocations per message.
+func (o *sendOutcome) entries() []*rmqpb.SendResultEntry {
+	if o.held != nil {
+		return o.held
+	}
+	backing := make([]rmqpb.SendResultEntry, len(o.ids))
+	entries := make([]*rmqpb.SendResultEntry, len(o.ids))
+	for i, id := range o.ids {
+		e := &backing[i]
+		e.Status, e.MessageId, e.Offset = o.status, id, o.first+int64(i)
+		entries[i] = e
+	}
+	return entries
+}
+
+// topStatus is the response status of an appended request: its entries'
+// one code, as mergeCodes gives it.
+func (o *sendOutcome) topStatus() *rmqpb.Status {
+	c := o.status.GetCode()
+	return &rmqpb.Status{Code: c, Message: c.String()}
+}
+
+// response is the generated response of the outcome.
+func (o *sendOutcome) response() *rmqpb.SendMessageResponse {
+	entries := o.entries()
 	codes := make([]*rmqpb.Status, len(entries))
 	for i, e := range entries {
 		codes[i] = e.GetStatus()
@@ -42,25 +95,26 @@ func (b *Broker) sendResponse(ctx context.Context, plan *sendPlan, err error) *r
 }
 
 // send stores one validated request. All its messages land contiguously in
-// one queue; each gets its own result entry.
-func (b *Broker) send(ctx context.Context, plan *sendPlan) ([]*rmqpb.SendResultEntry, error) {
+// one queue.
+func (b *Broker) send(ctx context.Context, plan *sendPlan) (sendOutcome, error) {
 	t, ok := b.topic(plan.topic)
 	if !ok {
 		// The proxy checks the message type against the topic's before it
 		// looks for queues; a missing topic has no type, so the answer is
 		// the type conflict (QueryRoute says TOPIC_NOT_FOUND).
-		return nil, statusErr(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+		return sendOutcome{}, statusErr(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 			"topic %s does not exist, so it accepts no message type", plan.topic)
 	}
 	if !t.Type.accepts(plan.kind) {
-		return nil, statusErr(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+		return sendOutcome{}, statusErr(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 			"current message type %s does not match the topic's accepted message type %s", plan.kind, t.Type)
 	}
 	// Transactional messages become half messages; a single delayed message
 	// goes to the timer store. A batch of delayed messages is stored at once
 	// as the proxy does, and pop holds each until its delivery time.
 	if plan.kind == TypeTransaction || (plan.kind == TypeDelay && len(plan.messages) == 1) {
-		return b.sendHeld(ctx, t, plan)
+		held, err := b.sendHeld(ctx, t, plan)
+		return sendOutcome{held: held}, err
 	}
 	qid := b.pickQueue(t, plan)
 	for i := range plan.messages {
@@ -68,26 +122,19 @@ func (b *Broker) send(ctx context.Context, plan *sendPlan) ([]*rmqpb.SendResultE
 	}
 	res, err := b.store.Append(ctx, plan.messages)
 	if err != nil && !errors.Is(err, store.ErrNotDurable) {
-		return nil, err
+		return sendOutcome{}, err
 	}
-	// Every entry of the request has the same status; they share one
-	// Status (read-only once built), and the entries one backing array,
-	// instead of two allocations per message.
-	st := okStatus()
+	out := sendOutcome{status: okStatus(), first: res.FirstOffset, ids: make([]string, len(plan.messages))}
 	if err != nil {
 		// Written, but the fsync a sync-flush append waits for did not
 		// confirm it: the proxy's FLUSH_DISK_TIMEOUT.
-		st = toStatus(err)
+		out.status = toStatus(err)
 	}
-	backing := make([]rmqpb.SendResultEntry, len(plan.messages))
-	entries := make([]*rmqpb.SendResultEntry, len(plan.messages))
 	for i, m := range plan.messages {
-		e := &backing[i]
-		e.Status, e.MessageId, e.Offset = st, m.Properties[propUniqKey], res.FirstOffset+int64(i)
-		entries[i] = e
+		out.ids[i] = m.Properties[propUniqKey]
 	}
 	b.met.messagesIn.Add(float64(len(plan.messages)))
-	return entries, nil
+	return out, nil
 }
 
 // pickQueue chooses the queue of a request. A queue id the client names in

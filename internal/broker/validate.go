@@ -36,9 +36,14 @@ func decodeSend(req *rmqpb.SendMessageRequest, lim *Limits, now time.Time, bornH
 
 // planSend is the one validation of a send request, whichever decoder read
 // it: the proxy's rules and codes, checked in the proxy's order, and the
-// conversion to store messages. The store messages share the bodies of msgs;
-// they are appended to into[:0] (memory to reuse, or nil).
-func planSend(msgs []sendMsg, into []store.Message, lim *Limits, now time.Time, bornHost string) (*sendPlan, error) {
+// conversion to store messages. The store messages share the bodies of msgs.
+//
+// With a scratch (nil allocates), the plan's messages reuse its memory and
+// stay valid until the scratch is reset. So do the property maps of a
+// normal or FIFO request, which goes to store.Append and is copied there;
+// a transactional or delayed message is held by the broker beyond the
+// request, so its map is always its own.
+func planSend(msgs []sendMsg, sc *sendScratch, lim *Limits, now time.Time, bornHost string) (*sendPlan, error) {
 	if len(msgs) == 0 {
 		return nil, statusErr(rmqpb.Code_MESSAGE_CORRUPTED, "no message to send")
 	}
@@ -55,24 +60,36 @@ func planSend(msgs []sendMsg, into []store.Message, lim *Limits, now time.Time, 
 	if strings.HasPrefix(topic, retryPrefix) {
 		return nil, statusErr(rmqpb.Code_ILLEGAL_TOPIC, "topic %q is a retry topic and cannot be sent to", topic)
 	}
+	var into []store.Message
+	if sc != nil {
+		into = sc.stored
+	}
 	plan := &sendPlan{
 		topic:    topic,
 		kind:     first.kind(),
 		queueID:  first.queueID,
 		messages: slices.Grow(into[:0], len(msgs)),
 	}
+	reuse := sc != nil && (plan.kind == TypeNormal || plan.kind == TypeFIFO)
 	if len(msgs) == 1 {
 		plan.group = first.group
 	}
 	// sysFlag is decided from message 0 only, as in the proxy.
 	flags := first.flags()
 	for i := range msgs {
-		sm, err := checkMessage(&msgs[i], topic, lim, now, bornHost)
+		var props map[string]string
+		if reuse {
+			props = sc.propMap(i)
+		}
+		sm, err := checkMessage(&msgs[i], props, topic, lim, now, bornHost)
 		if err != nil {
 			return nil, err
 		}
 		sm.Flags = flags
 		plan.messages = append(plan.messages, sm)
+	}
+	if sc != nil {
+		sc.stored = plan.messages
 	}
 	return plan, nil
 }
@@ -134,15 +151,18 @@ func (m *sendMsg) systemProps() int {
 	return n
 }
 
-// checkMessage validates one message and converts it. A message without
+// checkMessage validates one message and converts it into props, an empty
+// map (nil makes one). A message without
 // system properties fails (no message id), with the field-presence checks
 // reading empty values.
-func checkMessage(m *sendMsg, topic string, lim *Limits, now time.Time, bornHost string) (store.Message, error) {
+func checkMessage(m *sendMsg, props map[string]string, topic string, lim *Limits, now time.Time, bornHost string) (store.Message, error) {
 	// The user properties go into the message's property map first: on the
 	// wire a later entry of a key replaces an earlier one, so the checks
 	// below look at the distinct keys with their last values, as the proxy
-	// (which reads a map) does.
-	props := make(map[string]string, len(m.user)+m.systemProps())
+	// (which reads a map) does. props is an empty map to fill, or nil.
+	if props == nil {
+		props = make(map[string]string, len(m.user)+m.systemProps())
+	}
 	for _, p := range m.user {
 		props[p.key] = p.value
 	}

@@ -48,6 +48,8 @@ type Client struct {
 	met      *metrics
 	hostname string
 	platform string
+	// sendCalls recycles the request and answer memory of Send.
+	sendCalls sync.Pool
 
 	root    context.Context
 	stop    context.CancelFunc

@@ -53,11 +53,12 @@ func (c *Client) Send(ctx context.Context, endpoint string, msgs []*Message) ([]
 	if s := ep.tel.settings.Load(); s != nil {
 		maxBody = s.MaxBodySize
 	}
-	req, err := c.newSendRequest(msgs, endpoint, maxBody)
-	if err != nil {
+	call := c.getSendCall()
+	defer c.putSendCall(call)
+	req, resp := &call.req, &call.resp
+	if err := c.prepareSend(req, msgs, endpoint, maxBody); err != nil {
 		return nil, err
 	}
-	resp := &sendResponse{}
 	start := time.Now()
 	cctx, cancel := c.callCtx(ctx, c.cfg.RequestTimeout)
 	// The connection's Invoke with the options the generated stub passes:

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/mem"
@@ -60,9 +61,11 @@ func (r *sendResponse) decode(b []byte) error {
 	if err != nil {
 		return err
 	}
+	old := r.entries
 	r.sendAnswer = sendAnswer{}
 	if n > 0 {
-		r.entries = make([]sendEntry, 0, n)
+		// A recycled response (see sendCall) keeps its entries' memory.
+		r.entries = slices.Grow(old[:0], n)
 	}
 	for len(b) > 0 {
 		num, typ, tn, err := consumeTag(b)

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,68 +84,86 @@ var _ pbcodec.WireMessage = (*sendRequest)(nil)
 // newSendRequest validates msgs and returns the request to send to endpoint.
 // msgs is never modified.
 func (c *Client) newSendRequest(msgs []*Message, endpoint string, maxBody int) (*sendRequest, error) {
-	r, err := c.validateSend(msgs, endpoint, maxBody)
-	if err != nil {
+	r := new(sendRequest)
+	if err := c.prepareSend(r, msgs, endpoint, maxBody); err != nil {
 		return nil, err
 	}
-	r.measure()
 	return r, nil
 }
 
-// validateSend is the one validation of a send: it checks msgs, assigns
-// the ids and fixes the born time, and returns the request unmeasured. The
-// clock is read once: it stamps the generated ids and is the born time of
-// the messages without their own.
+// prepareSend is newSendRequest into r, whose memory it reuses.
+func (c *Client) prepareSend(r *sendRequest, msgs []*Message, endpoint string, maxBody int) error {
+	if err := c.fillSend(r, msgs, endpoint, maxBody); err != nil {
+		return err
+	}
+	r.measure()
+	return nil
+}
+
+// validateSend returns the request for msgs unmeasured (see fillSend).
 func (c *Client) validateSend(msgs []*Message, endpoint string, maxBody int) (*sendRequest, error) {
+	r := new(sendRequest)
+	if err := c.fillSend(r, msgs, endpoint, maxBody); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// fillSend is the one validation of a send: it checks msgs, assigns the
+// ids and fixes the born time, into r (whose slices it reuses). The clock
+// is read once: it stamps the generated ids and is the born time of the
+// messages without their own.
+func (c *Client) fillSend(r *sendRequest, msgs []*Message, endpoint string, maxBody int) error {
 	const rpc = "SendMessage"
 	if len(msgs) == 0 {
-		return nil, clientError(ErrBadRequest, rpc, endpoint, "no message to send")
+		return clientError(ErrBadRequest, rpc, endpoint, "no message to send")
 	}
 	now := time.Now()
-	r := &sendRequest{
+	*r = sendRequest{
 		msgs:      msgs,
-		ids:       make([]string, len(msgs)),
+		ids:       slices.Grow(r.ids[:0], len(msgs))[:len(msgs)],
 		namespace: c.cfg.Namespace,
 		hostname:  c.hostname,
 		bornSec:   now.Unix(),
 		bornNanos: int32(now.Nanosecond()),
+		sizes:     r.sizes[:0],
 	}
 	for i, m := range msgs {
 		if m == nil {
-			return nil, clientError(ErrBadRequest, rpc, endpoint, "message %d is nil", i)
+			return clientError(ErrBadRequest, rpc, endpoint, "message %d is nil", i)
 		}
 		if i == 0 {
 			r.topic = m.Topic
 			if strings.TrimSpace(r.topic) == "" {
-				return nil, clientError(ErrBadRequest, rpc, endpoint, "message 0 has no topic")
+				return clientError(ErrBadRequest, rpc, endpoint, "message 0 has no topic")
 			}
 		} else if m.Topic != r.topic {
-			return nil, clientError(ErrBadRequest, rpc, endpoint,
+			return clientError(ErrBadRequest, rpc, endpoint,
 				"message %d has topic %q, but a request carries one topic (%q)", i, m.Topic, r.topic)
 		}
 		if len(m.Body) == 0 {
-			return nil, clientError(ErrBadRequest, rpc, endpoint, "message %d has an empty body", i)
+			return clientError(ErrBadRequest, rpc, endpoint, "message %d has an empty body", i)
 		}
 		if maxBody > 0 && len(m.Body) > maxBody {
-			return nil, clientError(ErrTooLarge, rpc, endpoint,
+			return clientError(ErrTooLarge, rpc, endpoint,
 				"message %d body is %d bytes, the server accepts at most %d", i, len(m.Body), maxBody)
 		}
 		if m.Transactional && (m.Group != "" || !m.DeliveryTime.IsZero()) {
-			return nil, clientError(ErrBadRequest, rpc, endpoint,
+			return clientError(ErrBadRequest, rpc, endpoint,
 				"message %d: a transactional message can have neither a message group nor a delivery time", i)
 		}
 		if m.Transactional && len(msgs) > 1 {
-			return nil, clientError(ErrBadRequest, rpc, endpoint, "transactional messages are sent one per request")
+			return clientError(ErrBadRequest, rpc, endpoint, "transactional messages are sent one per request")
 		}
 		// Protobuf strings are UTF-8; a server's parser rejects the whole
 		// request otherwise, so say which field before sending.
 		if field := invalidUTF8Field(m, i == 0); field != "" {
-			return nil, clientError(ErrBadRequest, rpc, endpoint, "message %d: %s is not valid UTF-8", i, field)
+			return clientError(ErrBadRequest, rpc, endpoint, "message %d: %s is not valid UTF-8", i, field)
 		}
 		r.ids[i] = m.ID
 	}
 	c.ids.fillEmpty(r.ids, now)
-	return r, nil
+	return nil
 }
 
 // invalidUTF8Field names the first string field of m that is not valid
@@ -186,7 +205,7 @@ func invalidUTF8Field(m *Message, withTopic bool) string {
 
 // measure computes the encoded lengths AppendWire needs.
 func (r *sendRequest) measure() {
-	r.sizes = make([]int, 2*len(r.msgs))
+	r.sizes = slices.Grow(r.sizes[:0], 2*len(r.msgs))[:2*len(r.msgs)]
 	topic := r.resourceSize()
 	total := 0
 	for i, m := range r.msgs {
@@ -397,3 +416,34 @@ func appendTime(b []byte, num protowire.Number, sec int64, nanos int32) []byte {
 	b = appendVarint(b, fieldSeconds, uint64(sec))
 	return appendVarint(b, fieldNanos, uint64(int64(nanos)))
 }
+
+// sendCall is the memory of one Send, recycled by the client: the request
+// and the decoded answer. Send keeps nothing of either once it returns
+// (results copy the ids and entries they need).
+type sendCall struct {
+	req  sendRequest
+	resp sendResponse
+}
+
+func (c *Client) getSendCall() *sendCall {
+	if sc, ok := c.sendCalls.Get().(*sendCall); ok {
+		return sc
+	}
+	return new(sendCall)
+}
+
+// putSendCall recycles sc, keeping no reference to the caller's messages
+// or strings. An unusually large call is dropped instead.
+func (c *Client) putSendCall(sc *sendCall) {
+	if cap(sc.req.ids) > maxPooledSend || cap(sc.resp.entries) > maxPooledSend {
+		return
+	}
+	clear(sc.req.ids[:cap(sc.req.ids)])
+	clear(sc.resp.entries[:cap(sc.resp.entries)])
+	sc.req = sendRequest{ids: sc.req.ids[:0], sizes: sc.req.sizes[:0]}
+	sc.resp = sendResponse{sendAnswer: sendAnswer{entries: sc.resp.entries[:0]}}
+	c.sendCalls.Put(sc)
+}
+
+// maxPooledSend bounds the messages of a recycled sendCall.
+const maxPooledSend = 1024
