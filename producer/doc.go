@@ -28,15 +28,20 @@
 //     and multiplied by each broker's health. Cluster priority forms
 //     failover priority groups (the local data centre first, spilling to
 //     the other by health). Picks are sticky: a topic keeps the broker
-//     failover chose for 20 ms or four batches' worth of bytes
-//     (4 x batchMaxBytes), whichever ends first, then picks again; within
-//     the broker, messages likewise stick to one queue for four batches'
-//     worth of bytes. Over time the shares follow weights and health as
-//     with a pick per message, but concurrent messages meet in one batch
-//     instead of one small batch per broker and queue: with 16 and 64
-//     synchronous senders that cuts the CPU per message of client and
-//     brokers together by two to three times (BenchmarkProduce reports
-//     cpu-us/msg). Once a topic's batches average 24 messages or more it
+//     failover chose for 50 ms or sixteen batches' worth of bytes
+//     (16 x batchMaxBytes), whichever ends first, then picks again; within
+//     the broker, messages likewise stick to one queue for sixteen batches'
+//     worth of bytes. Every change of broker or queue starts a new batch
+//     key, whose first message leaves alone and whose batches take a few
+//     round trips to grow back, so a pick lasts long enough for that to be
+//     rare (at 64 synchronous senders, 20 ms and four batches' worth cost
+//     about a tenth of the throughput). Over time the shares follow
+//     weights and health as with a pick per message, but concurrent
+//     messages meet in one batch instead of one small batch per broker and
+//     queue: with 16 and 64 synchronous senders that cuts the CPU per
+//     message of client and brokers together by two to three times
+//     (BenchmarkProduce reports cpu-us/msg). Once a topic's batches
+//     average 24 messages or more it
 //     may keep two sticky picks and alternate between them, so that two
 //     requests (two brokers, when failover picks two) are in flight side
 //     by side instead of one serial chain. That is faster where the chain

@@ -242,7 +242,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 		batching:       cfg.Batching.Enabled,
 		requestTimeout: cfg.Timeouts.Request.D(),
 		sendDeadline:   cfg.Timeouts.SendDeadline.D(),
-		rotateBytes:    4 * int64(max(cfg.Batching.BatchMaxBytes, batch.DefaultBatchMaxBytes)),
+		rotateBytes:    stickyBatches * int64(max(cfg.Batching.BatchMaxBytes, batch.DefaultBatchMaxBytes)),
 		maxBody:        DefaultMaxBodyBytes,
 		maxBuffered:    lim.TotalBatchMaxBytes,
 	}

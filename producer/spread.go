@@ -16,8 +16,14 @@ type stickyTarget struct {
 }
 
 // stickyFor bounds how long a topic sticks to one broker, so that the
-// shares follow the weights closely at low rates too.
-const stickyFor = 20 * time.Millisecond
+// shares follow the weights closely at low rates too; stickyBatches (times
+// batchMaxBytes) bounds the bytes it sends there, and the bytes a broker
+// target puts in one queue, so that at high rates they follow as well. See
+// the package doc for why a pick should last.
+const (
+	stickyFor     = 50 * time.Millisecond
+	stickyBatches = 16
+)
 
 // Spreading. One sticky target makes the biggest batches, but then every
 // batch of the moment goes through one serial chain (encode, one broker's
