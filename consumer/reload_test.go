@@ -32,9 +32,14 @@ func TestClustersFollowConfig(t *testing.T) {
 
 	rec := newRecord()
 	slow := make(chan struct{})
+	inSlow := make(chan struct{}, 1)
 	h := rec.handler("c")
 	c := newConsumer(t, group, topic, func(ctx context.Context, m *Message) error {
 		if string(m.Body) == "body-0-slow" {
+			select {
+			case inSlow <- struct{}{}:
+			default:
+			}
 			<-slow
 		}
 		return h(ctx, m)
@@ -53,7 +58,14 @@ func TestClustersFollowConfig(t *testing.T) {
 
 	// A message in a slow handler on cluster a, then cluster a is dropped.
 	slowID := s.send(0, 1, "slow")
-	require.Eventually(t, func() bool { return c.inflight.inUse() > 0 }, waitLong, 5*time.Millisecond)
+	// Wait for the slow message itself to be in its handler: a message of
+	// the batches before may still hold an in-flight slot.
+	select {
+	case <-inSlow:
+	case <-time.After(waitLong):
+		t.Fatal("the slow message never reached its handler")
+	}
+	require.Positive(t, c.inflight.inUse())
 	versions <- config.Version{Config: only(1), Revision: "only-b"}
 	require.Eventually(t, func() bool {
 		c.mu.Lock()
