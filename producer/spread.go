@@ -43,6 +43,15 @@ const (
 // the messages per second of the recent windows at the chosen width. Under
 // a load that does not depend on the width (senders that do not wait for
 // their results, at a steady rate) the rates tie and the choice stays.
+//
+// A trial is not free: it runs at the worse width for a while, and every
+// change of width ends sticky picks, whose new batch keys must grow back
+// (at 64 synchronous senders, trials every 200 ms cost 5-10% of the
+// throughput of holding two targets). So each trial that confirms the
+// choice doubles the time to the next, up to spreadSettleMax windows; a
+// switch, or recent windows whose rate strays from the long-run rate by
+// more than spreadShift, brings trials back to every spreadSettle windows,
+// so a changed load is measured again within a fraction of a second.
 const (
 	maxSpread = 2
 	// A topic may spread once its batches average at least spreadWiden
@@ -55,9 +64,15 @@ const (
 	avgShift = 3
 	fixShift = 4
 
-	spreadWindow = 10 * time.Millisecond
-	spreadSettle = 20
-	spreadGain   = 1.05
+	spreadWindow    = 10 * time.Millisecond
+	spreadSettle    = 20
+	spreadSettleMax = 16 * spreadSettle
+	spreadGain      = 1.05
+	spreadShift     = 0.3
+	slowWindows     = 16
+	// A batch later than spreadGap after the window began ends the window
+	// unmeasured (see observe).
+	spreadGap = 4 * spreadWindow
 )
 
 // spread is the sticky state of a topic's ordinary messages: up to
@@ -83,6 +98,8 @@ type spreadCtl struct {
 	start  time.Time  // of the current window
 	items  int        // messages flushed in the current window
 	wins   int        // windows at the chosen width since the last trial
+	settle int        // windows between trials, spreadSettle to spreadSettleMax
+	slow   float64    // long-run rate at the chosen width (weight 1/slowWindows)
 	recent [3]float64 // rates of the latest windows at the chosen width
 	nrec   int        // how many of recent are filled
 	trial  int        // 0: none; 1: trying the other width, draining; 2: measuring it
@@ -98,7 +115,7 @@ func (s *spread) observe(items int, now time.Time) {
 	c := &s.ctl
 	switch {
 	case !c.on && avg >= spreadWiden<<fixShift:
-		*c = spreadCtl{on: true, chosen: maxSpread - 1, start: now}
+		*c = spreadCtl{on: true, chosen: maxSpread - 1, start: now, settle: spreadSettle}
 		s.width.Store(c.chosen)
 		return
 	case c.on && avg < spreadNarrow<<fixShift:
@@ -108,8 +125,14 @@ func (s *spread) observe(items int, now time.Time) {
 	case !c.on:
 		return
 	}
-	c.items += items
 	elapsed := now.Sub(c.start)
+	if elapsed > spreadGap {
+		// The topic was idle (or nearly): a window over the pause would
+		// measure the pause, not the width. Measuring starts again here.
+		c.items, c.start = items, now
+		return
+	}
+	c.items += items
 	if elapsed < spreadWindow {
 		return
 	}
@@ -120,24 +143,44 @@ func (s *spread) observe(items int, now time.Time) {
 		copy(c.recent[1:], c.recent[:])
 		c.recent[0] = rate
 		c.nrec = min(c.nrec+1, len(c.recent))
-		if c.wins++; c.wins >= spreadSettle {
+		if c.nrec == len(c.recent) {
+			// The load moved when the recent windows together stray from
+			// the long-run rate: one slow window (a GC cycle) does not.
+			base := c.base()
+			if c.slow == 0 {
+				c.slow = base
+			}
+			c.slow += (rate - c.slow) / slowWindows
+			if base < c.slow*(1-spreadShift) || base > c.slow*(1+spreadShift) {
+				c.settle, c.slow = spreadSettle, base
+			}
+		}
+		if c.wins++; c.wins >= c.settle {
 			c.trial = 1
 			s.width.Store(maxSpread - 1 - c.chosen)
 		}
 	case 1:
 		c.trial = 2
 	case 2:
-		var base float64
-		for _, r := range c.recent[:c.nrec] {
-			base += r / float64(c.nrec)
-		}
-		if rate > base*spreadGain {
+		if rate > c.base()*spreadGain {
 			c.chosen = maxSpread - 1 - c.chosen
 			c.recent[0], c.nrec = rate, 1
+			c.settle, c.slow = spreadSettle, 0
+		} else {
+			c.settle = min(2*c.settle, spreadSettleMax)
 		}
 		s.width.Store(c.chosen)
 		c.trial, c.wins = 0, 0
 	}
+}
+
+// base is the mean rate of the recent windows at the chosen width.
+func (c *spreadCtl) base() float64 {
+	var base float64
+	for _, r := range c.recent[:c.nrec] {
+		base += r / float64(c.nrec)
+	}
+	return base
 }
 
 // slot returns the slot the next message uses.

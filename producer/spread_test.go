@@ -72,3 +72,66 @@ func TestSpreadFollowsThroughput(t *testing.T) {
 		})
 	}
 }
+
+// A choice that trials keep confirming is tried less and less often, down
+// to one trial in spreadSettleMax windows; when the load changes, trials
+// come back at once and find the new best width.
+func TestSpreadTrialsBackOff(t *testing.T) {
+	var s spread
+	now := time.Now()
+	rate := [maxSpread]float64{150_000, 200_000} // chain-bound: two is faster
+	trials := 0
+	run := func(d time.Duration) map[int32]time.Duration {
+		held := map[int32]time.Duration{}
+		for end := now.Add(d); now.Before(end); {
+			w := s.width.Load()
+			items := 36 / int(w+1)
+			step := time.Duration(float64(items) / rate[w] * float64(time.Second))
+			now = now.Add(step)
+			held[w] += step
+			before := s.ctl.trial
+			s.observe(items, now)
+			if before == 0 && s.ctl.trial == 1 {
+				trials++
+			}
+		}
+		return held
+	}
+	run(10 * time.Second) // settle
+	trials = 0
+	held := run(20 * time.Second)
+	require.Equal(t, int32(1), s.ctl.chosen)
+	require.LessOrEqual(t, trials, 8, "a confirmed choice is tried every %v at most", spreadSettleMax*spreadWindow)
+	require.Less(t, held[0], held[1]/50, "time at the other width: %v", held)
+
+	// The load turns CPU-bound and slower: one target is now faster.
+	rate = [maxSpread]float64{60_000, 40_000}
+	start := now
+	for s.ctl.chosen != 0 && now.Sub(start) < 2*time.Second {
+		run(spreadWindow)
+	}
+	require.Equal(t, int32(0), s.ctl.chosen, "the new best width is found within %v", now.Sub(start))
+}
+
+// Bursts with idle gaps between them (as the alternating rounds of
+// BenchmarkProduce give the batched producer) are measured over the
+// bursts: a window over a pause would make either width look slow.
+func TestSpreadIgnoresPauses(t *testing.T) {
+	var s spread
+	now := time.Now()
+	rate := [maxSpread]float64{150_000, 200_000} // chain-bound: two is faster
+	held := map[int32]time.Duration{}
+	for range 60 {
+		for end := now.Add(60 * time.Millisecond); now.Before(end); {
+			w := s.width.Load()
+			items := 36 / int(w+1)
+			step := time.Duration(float64(items) / rate[w] * float64(time.Second))
+			now = now.Add(step)
+			held[w] += step
+			s.observe(items, now)
+		}
+		now = now.Add(300 * time.Millisecond)
+	}
+	require.Equal(t, int32(1), s.ctl.chosen)
+	require.Less(t, held[0], held[1]/5, "time at each width: %v", held)
+}
