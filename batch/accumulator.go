@@ -16,14 +16,15 @@ type Result[R any] struct {
 	Err   error
 }
 
-// FlushFunc sends one batch of key. It returns either a non-nil error, which
-// every item of the batch receives, or exactly len(items) results, one per
-// item in the same order. It must honour ctx (cancelled only when Close gives
-// up) and must not keep items after it returns. Calls for different keys run
-// concurrently; calls for one key at most MaxInflightPerKey at a time. It may
-// add items for other keys, but an Add for its own key would wait for
-// itself.
-type FlushFunc[K comparable, T, R any] func(ctx context.Context, key K, items []T) ([]Result[R], error)
+// FlushFunc sends one batch of key. It either writes the outcome of each
+// item to results, one per item in the same order (len(results) ==
+// len(items), all zero on entry), or returns a non-nil error, which every
+// item of the batch receives. It must honour ctx (cancelled only when Close
+// gives up) and must keep neither items nor results after it returns: the
+// accumulator reuses both. Calls for different keys run concurrently; calls
+// for one key at most MaxInflightPerKey at a time. It may add items for
+// other keys, but an Add for its own key would wait for itself.
+type FlushFunc[K comparable, T, R any] func(ctx context.Context, key K, items []T, results []Result[R]) error
 
 // Accumulator batches items per key and flushes them with a FlushFunc. It is
 // safe for concurrent use. See the package doc for when batches leave.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,7 +197,7 @@ func TestNaturalBatching(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	seen := map[int]bool{}
-	a := newAcc(t, Config{Limits: Limits{MaxDelay: time.Minute, BatchMaxBytes: 64 << 10}}, func(_ context.Context, _ string, items []int) ([]Result[int], error) {
+	a := newAcc(t, Config{Limits: Limits{MaxDelay: time.Minute, BatchMaxBytes: 64 << 10}}, func(_ context.Context, _ string, items []int, results []Result[int]) error {
 		time.Sleep(200 * time.Microsecond) // the RPC
 		mu.Lock()
 		sizes = append(sizes, len(items))
@@ -204,7 +205,7 @@ func TestNaturalBatching(t *testing.T) {
 			seen[it] = true
 		}
 		mu.Unlock()
-		return make([]Result[int], len(items)), nil
+		return nil
 	})
 	const senders, each = 32, 40
 	var wg sync.WaitGroup
@@ -292,16 +293,15 @@ func TestErrorReachesEveryCaller(t *testing.T) {
 
 func TestPerItemResults(t *testing.T) {
 	bad := errors.New("rejected")
-	a := newAcc(t, Config{}, func(_ context.Context, _ string, items []int) ([]Result[int], error) {
-		out := make([]Result[int], len(items))
+	a := newAcc(t, Config{}, func(_ context.Context, _ string, items []int, results []Result[int]) error {
 		for i, it := range items {
 			if it%2 == 1 {
-				out[i].Err = bad
+				results[i].Err = bad
 			} else {
-				out[i].Value = it + 100
+				results[i].Value = it + 100
 			}
 		}
-		return out, nil
+		return nil
 	})
 	ctx := context.Background()
 	v, err := a.Add(ctx, "k", 2, 1)
@@ -311,12 +311,35 @@ func TestPerItemResults(t *testing.T) {
 	assert.ErrorIs(t, err, bad)
 }
 
-func TestWrongResultCount(t *testing.T) {
-	a := newAcc(t, Config{}, func(context.Context, string, []int) ([]Result[int], error) {
-		return nil, nil
+// The results a flush function gets are zero on entry, though the
+// accumulator reuses their memory from batch to batch.
+func TestResultsStartZero(t *testing.T) {
+	var dirty atomic.Bool
+	a := newAcc(t, Config{}, func(_ context.Context, _ string, items []int, results []Result[int]) error {
+		for i := range results {
+			if results[i] != (Result[int]{}) {
+				dirty.Store(true)
+			}
+			results[i] = Result[int]{Value: items[i], Err: errors.New("left over")}
+		}
+		for i := range results {
+			if items[i]%2 == 0 {
+				results[i].Err = nil
+			}
+		}
+		return nil
 	})
-	_, err := a.Add(context.Background(), "k", 1, 1)
-	assert.ErrorIs(t, err, ErrFlushResults)
+	ctx := context.Background()
+	for i := range 50 {
+		v, err := a.Add(ctx, "k", i, 1)
+		if i%2 == 0 {
+			require.NoError(t, err)
+			require.Equal(t, i, v)
+		} else {
+			require.Error(t, err)
+		}
+	}
+	require.False(t, dirty.Load(), "a flush saw the results of an earlier batch")
 	assert.Zero(t, a.BufferedBytes())
 }
 

@@ -120,9 +120,9 @@ func benchSyncSend(b *testing.B, model string) {
 					Limits:            Limits{MaxDelay: 10 * time.Millisecond, BatchMaxBytes: 256 << 10},
 					MaxInflightPerKey: mode.inflight,
 					Linger:            mode.linger,
-				}, func(_ context.Context, _ string, items []int) ([]Result[int], error) {
+				}, func(_ context.Context, _ string, items []int, results []Result[int]) error {
 					srv.call(len(items))
-					return make([]Result[int], len(items)), nil
+					return nil
 				})
 				if err != nil {
 					b.Fatal(err)
@@ -145,8 +145,8 @@ func benchSyncSend(b *testing.B, model string) {
 // BenchmarkAddAsync measures the accumulator's own cost per item with a flush
 // function that does nothing.
 func BenchmarkAddAsync(b *testing.B) {
-	acc, err := New(Config{}, func(_ context.Context, _ int, items []int) ([]Result[int], error) {
-		return make([]Result[int], len(items)), nil
+	acc, err := New(Config{}, func(_ context.Context, _ int, items []int, results []Result[int]) error {
+		return nil
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -172,8 +172,8 @@ func BenchmarkAddAsync(b *testing.B) {
 // BenchmarkAddSyncIdle is the cost a lone synchronous sender pays for going
 // through the accumulator: the flush runs in place and does nothing.
 func BenchmarkAddSyncIdle(b *testing.B) {
-	acc, err := New(Config{}, func(_ context.Context, _ string, items []int) ([]Result[int], error) {
-		return make([]Result[int], len(items)), nil
+	acc, err := New(Config{}, func(_ context.Context, _ string, items []int, results []Result[int]) error {
+		return nil
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -230,19 +230,18 @@ func TestReleaseExactlyOnce(t *testing.T) {
 		Limits:            Limits{MaxDelay: 2 * time.Millisecond, BatchMaxBytes: 4 << 10, BatchMaxCount: 16, TotalBatchMaxBytes: 16 << 10},
 		MaxInflightPerKey: 2,
 		Registerer:        reg,
-	}, func(ctx context.Context, _ string, items []int) ([]Result[int], error) {
+	}, func(ctx context.Context, _ string, items []int, results []Result[int]) error {
 		n := calls.Add(1)
 		time.Sleep(time.Duration(n%3) * 100 * time.Microsecond)
 		if n%5 == 0 {
-			return nil, boom
+			return boom
 		}
-		out := make([]Result[int], len(items))
 		for i, it := range items {
 			if it%7 == 0 {
-				out[i].Err = boom
+				results[i].Err = boom
 			}
 		}
-		return out, nil
+		return nil
 	})
 	require.NoError(t, err)
 

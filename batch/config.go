@@ -27,10 +27,6 @@ var (
 	ErrNilCallback = errors.New("batch: nil callback")
 	// ErrInvalidConfig is returned by New and SetLimits for bad settings.
 	ErrInvalidConfig = errors.New("batch: invalid config")
-	// ErrFlushResults is given to every item of a batch whose flush function
-	// returned no error but a number of results different from the number of
-	// items.
-	ErrFlushResults = errors.New("batch: flush returned a wrong number of results")
 )
 
 // Defaults applied to zero fields of Config.

@@ -74,13 +74,14 @@
 //
 // # Results
 //
-// The flush function returns either one error, which every item of the batch
-// receives, or one Result per item. Every accepted item gets exactly one
-// outcome: Add returns it, AddAsync passes it to its callback. An item whose
-// context has ended before its batch is built is not sent and gets the
-// context's error. A synchronous caller whose context ends while its item is
-// in flight stops waiting and gets the context's error; the item may still
-// have been delivered, as with any RPC whose caller gives up.
+// The flush function either writes one Result per item into the slice it
+// is given (the accumulator's, reused from batch to batch) or returns one
+// error, which every item of the batch receives. Every accepted item gets
+// exactly one outcome: Add returns it, AddAsync passes it to its callback.
+// An item whose context has ended before its batch is built is not sent and
+// gets the context's error. A synchronous caller whose context ends while
+// its item is in flight stops waiting and gets the context's error; the item
+// may still have been delivered, as with any RPC whose caller gives up.
 //
 // The flush function gets the accumulator's context, cancelled only when
 // Close gives up; a batch mixes callers with different deadlines, so a flush

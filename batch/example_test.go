@@ -15,17 +15,16 @@ func Example() {
 	offsets := map[string]int{}
 	acc, err := batch.New(batch.Config{
 		Limits: batch.Limits{MaxDelay: 5 * time.Millisecond, BatchMaxBytes: 64 << 10},
-	}, func(_ context.Context, queue string, items []string) ([]batch.Result[int], error) {
-		out := make([]batch.Result[int], len(items))
+	}, func(_ context.Context, queue string, items []string, results []batch.Result[int]) error {
 		for i, it := range items {
 			if strings.TrimSpace(it) == "" {
-				out[i].Err = fmt.Errorf("empty body")
+				results[i].Err = fmt.Errorf("empty body")
 				continue
 			}
-			out[i].Value = offsets[queue]
+			results[i].Value = offsets[queue]
 			offsets[queue]++
 		}
-		return out, nil
+		return nil
 	})
 	if err != nil {
 		panic(err)

@@ -3,6 +3,7 @@ package batch
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,17 +63,13 @@ func (a *Accumulator[K, T, R]) execute(b *batch[K, T, R]) (sent bool) {
 	}
 	if len(b.entries) > 0 {
 		sent = true
-		var results []Result[R]
+		results := slices.Grow(b.results[:0], len(b.items))[:len(b.items)]
+		b.results = results
 		var err error
 		if a.flushCtx.Err() != nil {
 			err = fmt.Errorf("%w: Close gave up before this batch was sent", ErrClosed)
 		} else {
-			results, err = a.fn(a.flushCtx, b.q.key, b.items)
-		}
-		if err == nil && len(results) != len(b.entries) {
-			a.log.Error("flush function returned a wrong number of results",
-				zap.Int("items", len(b.entries)), zap.Int("results", len(results)))
-			err = fmt.Errorf("%w: %d results for %d items", ErrFlushResults, len(results), len(b.entries))
+			err = a.fn(a.flushCtx, b.q.key, b.items, results)
 		}
 		if err != nil {
 			a.log.Debug("batch flush failed", zap.Int("items", len(b.entries)), zap.Error(err))
@@ -166,8 +163,9 @@ func (a *Accumulator[K, T, R]) afterFlush(q *queue[K, T, R], sent bool) *batch[K
 func (a *Accumulator[K, T, R]) putBatch(b *batch[K, T, R]) {
 	clear(b.entries)
 	clear(b.items)
+	clear(b.results)
 	clear(b.skipped)
-	b.entries, b.items, b.skipped = b.entries[:0], b.items[:0], b.skipped[:0]
+	b.entries, b.items, b.results, b.skipped = b.entries[:0], b.items[:0], b.results[:0], b.skipped[:0]
 	b.q, b.bytes, b.skippedBytes, b.async = nil, 0, 0, 0
 	a.batches.Put(b)
 }

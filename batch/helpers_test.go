@@ -28,7 +28,7 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{inflight: map[string]int{}} }
 
-func (r *recorder) flush(ctx context.Context, key string, items []int) ([]Result[int], error) {
+func (r *recorder) flush(ctx context.Context, key string, items []int, results []Result[int]) error {
 	r.mu.Lock()
 	r.inflight[key]++
 	if r.inflight[key] > 1 {
@@ -46,7 +46,7 @@ func (r *recorder) flush(ctx context.Context, key string, items []int) ([]Result
 			r.mu.Lock()
 			r.inflight[key]--
 			r.mu.Unlock()
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	r.mu.Lock()
@@ -55,13 +55,12 @@ func (r *recorder) flush(ctx context.Context, key string, items []int) ([]Result
 	r.batches = append(r.batches, append([]int(nil), items...))
 	r.keys = append(r.keys, key)
 	if r.fail != nil {
-		return nil, r.fail
+		return r.fail
 	}
-	out := make([]Result[int], len(items))
 	for i, it := range items {
-		out[i].Value = it * 10
+		results[i].Value = it * 10
 	}
-	return out, nil
+	return nil
 }
 
 func (r *recorder) snapshot() ([][]int, []string) {

@@ -53,6 +53,7 @@ type batch[K comparable, T, R any] struct {
 	reason       reason
 	entries      []*entry[T, R]
 	items        []T
+	results      []Result[R] // the flush function's, one per item
 	bytes        int64
 	skipped      []*entry[T, R]
 	skippedBytes int64

@@ -14,36 +14,57 @@ import (
 // flush is the accumulator's flush function: one SendMessage request for a
 // batch of one key. The accumulator's ctx ends only when Close gives up;
 // each request is bounded by timeouts.request.
-func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending) ([]batch.Result[driver.SendResult], error) {
+func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending, results []batch.Result[driver.SendResult]) error {
 	if key.group == "" {
 		items[0].topic.spread.observe(len(items), time.Now())
 	}
-	res, err := p.request(ctx, key.target, key.queue, items)
+	scratch := p.getResults()
+	defer p.putResults(scratch)
+	res, err := p.request(ctx, key.target, key.queue, items, *scratch)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]batch.Result[driver.SendResult], len(res))
+	*scratch = res
 	for i, r := range res {
-		out[i] = batch.Result[driver.SendResult]{Value: r, Err: r.Err}
+		results[i] = batch.Result[driver.SendResult]{Value: r, Err: r.Err}
 	}
-	return out, nil
+	return nil
 }
 
 // sendAlone sends one message in a request of its own: a delayed message
 // (brokers apply the timer only to single messages), or any message when
 // batching is off.
 func (p *Producer) sendAlone(ctx context.Context, t *brokerTarget, queue int32, pd *pending) (driver.SendResult, error) {
-	res, err := p.request(ctx, t, queue, []*pending{pd})
+	var one [1]driver.SendResult
+	res, err := p.request(ctx, t, queue, []*pending{pd}, one[:0])
 	if err != nil {
 		return driver.SendResult{}, err
 	}
 	return res[0], res[0].Err
 }
 
+// getResults returns memory for the driver's results of one request,
+// recycled by putResults once they were copied out.
+func (p *Producer) getResults() *[]driver.SendResult {
+	if r, ok := p.results.Get().(*[]driver.SendResult); ok {
+		return r
+	}
+	return new([]driver.SendResult)
+}
+
+func (p *Producer) putResults(r *[]driver.SendResult) {
+	if cap(*r) > maxPooledRequest {
+		return
+	}
+	clear(*r)
+	*r = (*r)[:0]
+	p.results.Put(r)
+}
+
 // request sends items to t in one SendMessage call and reports the outcome
 // to failover: one report per request, since the request is what succeeded
-// or failed at that broker.
-func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, items []*pending) ([]driver.SendResult, error) {
+// or failed at that broker. The results are appended to into[:0].
+func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, items []*pending, into []driver.SendResult) ([]driver.SendResult, error) {
 	requestTimeout := p.settings.Load().requestTimeout
 	base, timeout := detach(ctx, requestTimeout)
 	// bounded: the send's own deadline, not the request timeout, limits
@@ -71,7 +92,7 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 	}
 	cctx, cancel := context.WithTimeout(base, timeout)
 	start := time.Now()
-	res, err := t.client.Send(cctx, t.endpoint, msgs)
+	res, err := t.client.SendInto(cctx, t.endpoint, msgs, into)
 	cancel()
 	h := items[0].handle
 	picker := items[0].topic.picker

@@ -35,9 +35,11 @@ type Producer struct {
 	acc       *batch.Accumulator[batchKey, *pending, driver.SendResult]
 	deadlines deadlines
 	// pendings recycles the state of synchronous sends, requests the
-	// driver messages of a request (see send.go and flush.go).
+	// driver messages of a request, results the driver's results of a
+	// batch (see send.go and flush.go).
 	pendings sync.Pool
 	requests sync.Pool
+	results  sync.Pool
 
 	// settings and topics are immutable snapshots swapped by a reload; the
 	// send path reads them without a lock.

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -44,6 +45,12 @@ type SendResult struct {
 // message's). A batch of N stored contiguously from offset o gives message i
 // the offset o+i, and every result carries the id the client sent.
 func (c *Client) Send(ctx context.Context, endpoint string, msgs []*Message) ([]SendResult, error) {
+	return c.SendInto(ctx, endpoint, msgs, nil)
+}
+
+// SendInto is Send with the results appended to results[:0], whose memory
+// a caller sending many batches can reuse.
+func (c *Client) SendInto(ctx context.Context, endpoint string, msgs []*Message, results []SendResult) ([]SendResult, error) {
 	const rpc = "SendMessage"
 	ep, err := c.prepare(ctx, endpoint, rpc)
 	if err != nil {
@@ -69,7 +76,7 @@ func (c *Client) Send(ctx context.Context, endpoint string, msgs []*Message) ([]
 	if err = c.finishStatus(ctx, rpc, ep.addr, start, err, resp.status); err != nil {
 		return nil, err
 	}
-	return normalizeSend(&resp.sendAnswer, msgs, req.ids, ep.addr)
+	return normalizeSend(&resp.sendAnswer, msgs, req.ids, ep.addr, results)
 }
 
 // sendAnswer is what normalizeSend needs of a SendMessageResponse. The
@@ -93,11 +100,12 @@ type sendEntry struct {
 
 // normalizeSend maps a successful top-level answer to one result per
 // message. It never panics on any answer.
-func normalizeSend(resp *sendAnswer, msgs []*Message, ids []string, endpoint string) ([]SendResult, error) {
+func normalizeSend(resp *sendAnswer, msgs []*Message, ids []string, endpoint string, into []SendResult) ([]SendResult, error) {
 	const rpc = "SendMessage"
 	entries := resp.entries
 	n := len(ids)
-	results := make([]SendResult, n)
+	results := slices.Grow(into[:0], n)[:n]
+	clear(results)
 	// The server stores a whole request in the queue message 0 names.
 	queue := AnyQueue
 	if len(msgs) > 0 && msgs[0] != nil && msgs[0].QueueID >= 0 {

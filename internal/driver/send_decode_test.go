@@ -105,8 +105,8 @@ func requireSameDecoding(t testing.TB, raw []byte, count int) {
 		msgs[i] = &Message{Topic: "t", Body: []byte{1}, QueueID: int32(i%3) - 1}
 		ids[i] = "id-" + strconv.Itoa(i)
 	}
-	wantRes, wantErr := comparableResults(normalizeSend(want, msgs, ids, "h:1"))
-	gotRes, gotErr := comparableResults(normalizeSend(&got.sendAnswer, msgs, ids, "h:1"))
+	wantRes, wantErr := comparableResults(normalizeSend(want, msgs, ids, "h:1", nil))
+	gotRes, gotErr := comparableResults(normalizeSend(&got.sendAnswer, msgs, ids, "h:1", nil))
 	if wantErr != gotErr || !reflect.DeepEqual(wantRes, gotRes) {
 		t.Fatalf("results differ for %x:\nproto %v %+v\nhand  %v %+v", raw, wantErr, wantRes, gotErr, gotRes)
 	}

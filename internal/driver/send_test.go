@@ -28,7 +28,7 @@ func TestNormalizeOneEntryPerMessage(t *testing.T) {
 		{Status: ok(), MessageId: "idb", Offset: 8},
 		{Status: ok(), MessageId: "idc", Offset: 9, TransactionId: "tx"},
 	}}
-	res, err := normalizeSend(answerFromPB(resp), msgs, ids, "h:1")
+	res, err := normalizeSend(answerFromPB(resp), msgs, ids, "h:1", nil)
 	require.NoError(t, err)
 	require.Len(t, res, 3)
 	for i, r := range res {
@@ -38,6 +38,13 @@ func TestNormalizeOneEntryPerMessage(t *testing.T) {
 		assert.NoError(t, r.Err)
 	}
 	assert.Equal(t, "tx", res[2].TransactionID)
+
+	// Into a reused slice: nothing of its earlier content shows.
+	dirty := []SendResult{{MessageID: "old", TransactionID: "old-tx", RecallHandle: "h", Err: assert.AnError}, {}, {}, {}}
+	again, err := normalizeSend(answerFromPB(resp), msgs, ids, "h:1", dirty)
+	require.NoError(t, err)
+	require.Equal(t, res, again)
+	require.Same(t, &dirty[0], &again[0], "the given memory is used")
 }
 
 func TestNormalizeProxyBatchShape(t *testing.T) {
@@ -45,7 +52,7 @@ func TestNormalizeProxyBatchShape(t *testing.T) {
 	msgs[1].QueueID = AnyQueue
 	for _, proxyID := range []string{"ida,idb,idc,idd", "0A0B0C0D0E0F0000000000000000000001"} {
 		resp := &rmqpb.SendMessageResponse{Status: ok(), Entries: []*rmqpb.SendResultEntry{{Status: ok(), MessageId: proxyID, Offset: 40}}}
-		res, err := normalizeSend(answerFromPB(resp), msgs, ids, "h:1")
+		res, err := normalizeSend(answerFromPB(resp), msgs, ids, "h:1", nil)
 		require.NoError(t, err)
 		require.Len(t, res, 4)
 		for i, r := range res {
@@ -67,7 +74,7 @@ func TestNormalizePartialFailure(t *testing.T) {
 		{Status: ok(), Offset: 1},
 		{Status: &rmqpb.Status{Code: rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE, Message: "props"}},
 	}}
-	res, err := normalizeSend(answerFromPB(resp), msgs, ids, "h:1")
+	res, err := normalizeSend(answerFromPB(resp), msgs, ids, "h:1", nil)
 	require.NoError(t, err)
 	assert.NoError(t, res[0].Err)
 	assert.ErrorIs(t, res[1].Err, ErrTooLarge)
@@ -75,15 +82,15 @@ func TestNormalizePartialFailure(t *testing.T) {
 
 func TestNormalizeMalformedAnswers(t *testing.T) {
 	msgs, ids := batchOf(3)
-	_, err := normalizeSend(answerFromPB(&rmqpb.SendMessageResponse{Status: ok()}), msgs, ids, "h:1")
+	_, err := normalizeSend(answerFromPB(&rmqpb.SendMessageResponse{Status: ok()}), msgs, ids, "h:1", nil)
 	assert.ErrorIs(t, err, ErrInternal)
 	// The top-level status said the batch was stored: resending it on
 	// another broker would store it twice.
 	assert.False(t, Retryable(err), "success without entries")
-	_, err = normalizeSend(answerFromPB(&rmqpb.SendMessageResponse{Status: ok(), Entries: make([]*rmqpb.SendResultEntry, 2)}), msgs, ids, "h:1")
+	_, err = normalizeSend(answerFromPB(&rmqpb.SendMessageResponse{Status: ok(), Entries: make([]*rmqpb.SendResultEntry, 2)}), msgs, ids, "h:1", nil)
 	assert.ErrorIs(t, err, ErrInternal)
 	assert.False(t, Retryable(err), "success with a wrong count of entries")
-	_, err = normalizeSend(answerFromPB(&rmqpb.SendMessageResponse{Status: ok(), Entries: []*rmqpb.SendResultEntry{{Status: &rmqpb.Status{Code: rmqpb.Code_INTERNAL_SERVER_ERROR}}}}), msgs, ids, "h:1")
+	_, err = normalizeSend(answerFromPB(&rmqpb.SendMessageResponse{Status: ok(), Entries: []*rmqpb.SendResultEntry{{Status: &rmqpb.Status{Code: rmqpb.Code_INTERNAL_SERVER_ERROR}}}}), msgs, ids, "h:1", nil)
 	assert.ErrorIs(t, err, ErrInternal)
 	assert.True(t, Retryable(err), "the batch's one entry failed: nothing was stored")
 }
@@ -106,7 +113,7 @@ func FuzzNormalizeSend(f *testing.F) {
 			msgs[i] = &Message{Topic: "t", Body: []byte{1}, QueueID: int32(i) - 1}
 			ids[i] = "id"
 		}
-		res, err := normalizeSend(answerFromPB(&resp), msgs, ids, "h:1")
+		res, err := normalizeSend(answerFromPB(&resp), msgs, ids, "h:1", nil)
 		if err != nil {
 			var de *Error
 			if !errors.As(err, &de) || de.class == nil {
