@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 	"unicode/utf8"
@@ -110,7 +111,7 @@ func (s *Store) Append(ctx context.Context, msgs []Message) (AppendResult, error
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
 	}
-	res, err := s.write(buf, msgs[0].Topic, msgs[0].QueueID, len(msgs))
+	res, err := s.write(buf, msgs)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -134,7 +135,8 @@ func (s *Store) Append(ctx context.Context, msgs []Message) (AppendResult, error
 }
 
 // write assigns offsets and writes the encoded batch under the append lock.
-func (s *Store) write(buf []byte, topic string, queueID int32, count int) (AppendResult, error) {
+func (s *Store) write(buf []byte, msgs []Message) (AppendResult, error) {
+	topic, queueID, count := msgs[0].Topic, msgs[0].QueueID, len(msgs)
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	if s.closing {
@@ -175,6 +177,7 @@ func (s *Store) write(buf []byte, topic string, queueID int32, count int) (Appen
 	s.lastStoreTS = now
 	s.writePos = pos + total
 	*next = first + int64(count)
+	s.handLive(buf, msgs, first, pos, now)
 	s.written.Store(s.writePos)
 	return AppendResult{
 		Topic: topic, QueueID: queueID, FirstOffset: first, Count: count,
@@ -296,4 +299,66 @@ func (s *Store) waitFlushed(ctx context.Context, end int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// maxLive bounds the appends waiting in Store.live. When the index reader
+// falls that far behind, the waiting entries are dropped and the reader
+// reads those appends back from the log instead, as it does after a
+// restart.
+const maxLive = 1024
+
+// handLive gives the index pipeline the queue entries of the append just
+// written at pos: the appender knows them all (the records were encoded
+// and stamped here), so the index reader need not read the records back
+// and the workers need not parse and check them again. Called with
+// appendMu held, so the entries are queued in log order.
+func (s *Store) handLive(buf []byte, msgs []Message, first, pos, now int64) {
+	var entries []dispEntry
+	if p := s.pipe; p != nil {
+		select {
+		case entries = <-p.freeEntries:
+		default:
+		}
+	}
+	entries = slices.Grow(entries[:0], len(msgs))
+	for i, p := 0, int64(0); i < len(msgs); i++ {
+		size := int64(le.Uint32(buf[p:]))
+		entries = append(entries, dispEntry{
+			topic: msgs[0].Topic, queueID: msgs[0].QueueID, qoff: first + int64(i), logOff: pos + p,
+			size: int32(size), tagHash: TagHash(msgs[i].Tag), storeTS: now,
+			batchIdx: uint32(i), batchCnt: uint32(len(msgs)),
+		})
+		p += size
+	}
+	// A nil done: the job needs no worker (see the ordered stage).
+	job := &dispJob{start: pos, end: pos + int64(len(buf)), entries: entries}
+	s.liveMu.Lock()
+	if len(s.live) >= maxLive {
+		clear(s.live)
+		s.live = s.live[:0]
+	}
+	s.live = append(s.live, job)
+	s.liveMu.Unlock()
+}
+
+// takeLive returns the queued append that starts at pos if it ends within
+// limit, dropping those before pos (the reader read them from the log).
+func (s *Store) takeLive(pos, limit int64) *dispJob {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	drop := 0
+	for drop < len(s.live) && s.live[drop].start < pos {
+		drop++
+	}
+	if drop > 0 {
+		clear(s.live[:drop])
+		s.live = s.live[drop:]
+	}
+	if len(s.live) == 0 || s.live[0].start != pos || s.live[0].end > limit {
+		return nil
+	}
+	job := s.live[0]
+	s.live[0] = nil
+	s.live = s.live[1:]
+	return job
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -13,6 +14,13 @@ import (
 // order. The reader hands every chunk to the workers and, in the same order,
 // to the ordered stage, which waits for each chunk's done signal in turn:
 // unordered in, ordered out, with no reorder buffer to manage.
+//
+// Appends made while the store is open skip the reading: the appender
+// queues the entries of what it just wrote (Store.live), and the reader
+// passes them straight to the ordered stage when they start where it is.
+// Anything else (the log after a restart, a segment's padding, appends
+// dropped from a queue the reader fell too far behind) is read back and
+// parsed as before.
 
 type dispEntry struct {
 	topic    string
@@ -49,6 +57,9 @@ type pipeline struct {
 	wg          sync.WaitGroup
 	once        sync.Once
 	gap         error // set by the ordered stage when a queue entry would leave a hole
+	// handed counts the appends indexed from their appender's entries
+	// (Store.live) rather than read back.
+	handed atomic.Int64
 }
 
 // startPipeline starts indexing the log from offset from.
@@ -115,6 +126,17 @@ func (p *pipeline) reader(pos int64) {
 				return
 			case <-s.dispatchReq:
 			}
+			continue
+		}
+		if job := s.takeLive(pos, limit); job != nil {
+			// The appender handed its entries over: nothing to read.
+			p.handed.Add(1)
+			select {
+			case p.ordered <- job:
+			case <-p.quit:
+				return
+			}
+			pos = job.end
 			continue
 		}
 		job, next := p.cut(pos, limit, chunk)
@@ -243,10 +265,12 @@ func (p *pipeline) orderer() {
 	touched := map[*topicState]bool{}
 	var pending CQEntry // BatchCQ entry under construction
 	for job := range p.ordered {
-		select {
-		case <-job.done:
-		case <-p.quit:
-			return
+		if job.done != nil { // nil for an append handed over live
+			select {
+			case <-job.done:
+			case <-p.quit:
+				return
+			}
 		}
 		if job.err != nil {
 			s.log.Error("store: index pipeline stopped", zap.Error(job.err))

@@ -72,7 +72,11 @@
 // Options.DispatchChunk bytes ending at append boundaries. Workers parse and
 // CRC-check the chunks in parallel; one ordered stage takes the chunks in the
 // reader's order (unordered in, ordered out), adds their entries to the
-// queues, moves the visible max offsets and closes the Arrivals channels. A
+// queues, moves the visible max offsets and closes the Arrivals channels.
+// Appends made while the store is open are not read back: the appender
+// queues the entries of what it wrote, and the reader passes them to the
+// ordered stage as they come (the log is read only after a restart, past
+// segment padding, or when the reader fell more than 1024 appends behind). A
 // reader finds messages only through queue entries, so it never sees a
 // message before its entry exists, and under sync flush never one that an
 // fsync has not covered.

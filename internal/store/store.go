@@ -51,6 +51,11 @@ type Store struct {
 	dispCh      chan struct{} // closed and replaced when dispatched moves
 	dispErr     error         // the index pipeline stopped on corrupt data
 
+	// live holds the queue entries of appends written and not yet taken by
+	// the index reader, contiguous and in log order (see takeLive).
+	liveMu sync.Mutex
+	live   []*dispJob
+
 	topicsMu  sync.RWMutex
 	topics    map[string]*topicState
 	topicOpts map[string]TopicOptions

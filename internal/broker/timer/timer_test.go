@@ -50,7 +50,9 @@ func TestDeliversAtTimeWithFakeClock(t *testing.T) {
 		require.Equal(t, at.UnixMilli(), sc.At)
 		want[id] = at.UnixMilli()
 	}
-	require.Equal(t, 300, tm.Stats().Pending)
+	// Only the messages due at once (6 of them) may have left the wheel
+	// already.
+	require.GreaterOrEqual(t, tm.Stats().Pending, 300-6)
 	for step := 0; clock.Now().Before(start.Add(6 * time.Second)); step++ {
 		now := clock.Now().UnixMilli()
 		// Everything due one slot ago must have gone out.
