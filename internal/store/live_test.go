@@ -86,3 +86,35 @@ func TestLiveEntriesMatchTheLog(t *testing.T) {
 		}
 	}
 }
+
+// The queue of live appends: the reader takes an append that starts where
+// it is, drops what it read from the log meanwhile, waits for what lies
+// past its limit, and a queue the reader fell too far behind is dropped
+// whole (the reader then reads the log).
+func TestLiveQueue(t *testing.T) {
+	var s Store
+	m := Message{Topic: "T", QueueID: 2, Tag: "x", Body: []byte("b")}
+	rec := appendRecord(nil, &m, 0, 1)
+	size := int64(len(rec))
+	for i := range int64(10) {
+		s.handLive(rec, []Message{m}, i, i*size, 1)
+	}
+	require.Nil(t, s.takeLive(0, size-1), "past the limit")
+	require.Len(t, s.live, 10, "an append past the limit waits")
+	j := s.takeLive(0, 100*size)
+	require.NotNil(t, j)
+	require.Equal(t, int64(0), j.start)
+	require.Equal(t, size, j.end)
+	require.Equal(t, []dispEntry{{topic: "T", queueID: 2, qoff: 0, logOff: 0, size: int32(size), tagHash: TagHash("x"), storeTS: 1, batchIdx: 0, batchCnt: 1}}, j.entries)
+	// The reader read appends 1..4 from the log: they are dropped.
+	j = s.takeLive(5*size, 100*size)
+	require.NotNil(t, j)
+	require.Equal(t, 5*size, j.start)
+	require.Len(t, s.live, 4)
+
+	for i := range int64(maxLive + 5) {
+		s.handLive(rec, []Message{m}, 10+i, (10+i)*size, 1)
+	}
+	require.LessOrEqual(t, len(s.live), maxLive)
+	require.Nil(t, s.takeLive(6*size, 1<<40), "the appends the reader fell behind on were dropped")
+}
