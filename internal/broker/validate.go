@@ -151,10 +151,10 @@ func (m *sendMsg) systemProps() int {
 	return n
 }
 
-// checkMessage validates one message and converts it into props, an empty
-// map (nil makes one). A message without
-// system properties fails (no message id), with the field-presence checks
-// reading empty values.
+// checkMessage validates one message and converts it, its properties into
+// props (an empty map; nil makes one). A message without system properties
+// fails (no message id), with the field-presence checks reading empty
+// values.
 func checkMessage(m *sendMsg, props map[string]string, topic string, lim *Limits, now time.Time, bornHost string) (store.Message, error) {
 	// The user properties go into the message's property map first: on the
 	// wire a later entry of a key replaces an earlier one, so the checks

@@ -81,32 +81,14 @@ type sendRequest struct {
 
 var _ pbcodec.WireMessage = (*sendRequest)(nil)
 
-// newSendRequest validates msgs and returns the request to send to endpoint.
-// msgs is never modified.
-func (c *Client) newSendRequest(msgs []*Message, endpoint string, maxBody int) (*sendRequest, error) {
-	r := new(sendRequest)
-	if err := c.prepareSend(r, msgs, endpoint, maxBody); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// prepareSend is newSendRequest into r, whose memory it reuses.
+// prepareSend validates msgs into r (whose memory it reuses) and measures
+// the request to send to endpoint. msgs is never modified.
 func (c *Client) prepareSend(r *sendRequest, msgs []*Message, endpoint string, maxBody int) error {
 	if err := c.fillSend(r, msgs, endpoint, maxBody); err != nil {
 		return err
 	}
 	r.measure()
 	return nil
-}
-
-// validateSend returns the request for msgs unmeasured (see fillSend).
-func (c *Client) validateSend(msgs []*Message, endpoint string, maxBody int) (*sendRequest, error) {
-	r := new(sendRequest)
-	if err := c.fillSend(r, msgs, endpoint, maxBody); err != nil {
-		return nil, err
-	}
-	return r, nil
 }
 
 // fillSend is the one validation of a send: it checks msgs, assigns the

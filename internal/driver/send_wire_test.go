@@ -342,3 +342,21 @@ func BenchmarkEncodeSend(b *testing.B) {
 		}
 	})
 }
+
+// newSendRequest is prepareSend into a new request.
+func (c *Client) newSendRequest(msgs []*Message, endpoint string, maxBody int) (*sendRequest, error) {
+	r := new(sendRequest)
+	if err := c.prepareSend(r, msgs, endpoint, maxBody); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// validateSend is fillSend into a new request, left unmeasured.
+func (c *Client) validateSend(msgs []*Message, endpoint string, maxBody int) (*sendRequest, error) {
+	r := new(sendRequest)
+	if err := c.fillSend(r, msgs, endpoint, maxBody); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
