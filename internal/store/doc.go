@@ -100,7 +100,9 @@
 // unless the checkpoint is thorough (every 12th, and at Close), and D stays
 // below its first pending entry: with ten thousand queues, an ordinary
 // checkpoint does not cost ten thousand small fsyncs; recovery rescans a
-// little more instead. The two checkpoint slots alternate and carry a CRC,
+// little more instead. D is a record boundary but not always an append's:
+// the first pending entry of a queue of single-record entries may be any
+// record of its append (the queue file was written up to the one before). The two checkpoint slots alternate and carry a CRC,
 // so a torn checkpoint write falls back to the previous one.
 //
 // Open creates the abort marker; Close removes it after a final checkpoint.

@@ -286,10 +286,19 @@ func (s *Store) openSegments() (int64, error) {
 // scanLog walks the log from a record boundary with full checks and returns
 // the end of the last complete batch: a torn or corrupt tail, or a partly
 // written batch, lies past it.
+//
+// from may fall inside an append: a checkpoint stays below the first
+// pending entry of a queue of single-record entries, and that entry may be
+// any record of its append. The records of that append below from were
+// flushed before the checkpoint was taken (it is at most the flushed end),
+// so the first record is taken at whatever index it has and the append is
+// complete once its last record checks out. Requiring index 0 there would
+// cut every acknowledged append after the checkpoint.
 func (s *Store) scanLog(from int64) (int64, error) {
 	good, pos := from, from
 	var buf []byte
 	var wantIdx uint32 // index of the next record within the current batch
+	first := true      // the record at from may continue an append
 	need := 0          // a record larger than the window needs this much
 	for {
 		s.segMu.RLock()
@@ -325,6 +334,9 @@ func (s *Store) scanLog(from int64) (int64, error) {
 				break
 			}
 			v, err := parseRecord(b[p:])
+			if err == nil && first {
+				wantIdx, first = v.batchIdx, false
+			}
 			if err != nil || v.logOffset != pos+int64(p) || v.batchIdx != wantIdx {
 				return good, nil
 			}

@@ -421,3 +421,57 @@ func TestQueueHoleTriggersFullRebuild(t *testing.T) {
 		require.Equal(t, fmt.Sprint(i), m.Properties["k"])
 	}
 }
+
+// TestCheckpointInsideAnAppend: a checkpoint may stop inside an append, when
+// the queue file of a queue of single-record entries was written up to a
+// record in the middle of that append. A crash after it must not cost the
+// acknowledged appends that follow: recovery scans from the middle of the
+// append instead of taking it for torn.
+func TestCheckpointInsideAnAppend(t *testing.T) {
+	fs := vfs.NewMem(21)
+	s := openMem(t, fs, func(o *Options) {
+		o.Flush, o.CQFileEntries, o.CheckpointInterval = FlushSync, 4, time.Hour
+	})
+	ctx := testCtx(t)
+	for i := range 3 {
+		_, err := s.Append(ctx, []Message{msg("P", 0, i)})
+		require.NoError(t, err)
+	}
+	// Offsets 3, 4 and 5 in one append: 3 ends the first queue file, 4 and
+	// 5 start the second.
+	_, err := s.Append(ctx, []Message{msg("P", 0, 3), msg("P", 0, 4), msg("P", 0, 5)})
+	require.NoError(t, err)
+	require.NoError(t, s.WaitDispatched(ctx))
+
+	second := "/data/consumequeue/P/0/" + segmentName(4)
+	var mu sync.Mutex
+	fail := true
+	fs.WriteFault = func(name string, off int64, n int) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail && name == second {
+			fail = false
+			return 0, syscall.EIO
+		}
+		return n, nil
+	}
+	require.ErrorIs(t, s.checkpoint(true), syscall.EIO, "the first file is written, the second is not")
+	require.NoError(t, s.checkpoint(false))
+	got := readAll(t, s, "P", 0)
+	cp, ok := s.readCheckpoint()
+	require.True(t, ok)
+	require.Equal(t, got[4].LogOffset, cp.dispatched, "the checkpoint stops at the first entry not written: record 1 of the append")
+
+	_, err = s.Append(ctx, []Message{msg("P", 0, 6), msg("P", 0, 7)})
+	require.NoError(t, err)
+	crashed := fs.CrashClone(true)
+	require.NoError(t, s.Close())
+
+	s2 := openMem(t, crashed, nil)
+	defer s2.Close()
+	got = readAll(t, s2, "P", 0)
+	require.Len(t, got, 8, "every acknowledged message survives")
+	for i, m := range got {
+		require.Equal(t, fmt.Sprint(i), m.Properties["k"])
+	}
+}
