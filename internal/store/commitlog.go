@@ -70,12 +70,11 @@ func (s *Store) validate(msgs []Message) error {
 		if len(m.BornHost) > maxFieldLen || len(m.Tag) > maxFieldLen {
 			return fmt.Errorf("store: message %d: born host or tag over %d bytes: %w", i, maxFieldLen, ErrInvalidMessage)
 		}
-		for k := range m.Properties {
-			if len(k) > maxFieldLen {
-				return fmt.Errorf("store: message %d: property key over %d bytes: %w", i, maxFieldLen, ErrInvalidMessage)
-			}
+		n, longestKey := payloadSize(m)
+		if longestKey > maxFieldLen {
+			return fmt.Errorf("store: message %d: property key over %d bytes: %w", i, maxFieldLen, ErrInvalidMessage)
 		}
-		if n := payloadSize(m); n > s.opts.MaxMessageSize {
+		if n > s.opts.MaxMessageSize {
 			return fmt.Errorf("store: message %d is %d bytes, limit %d: %w", i, n, s.opts.MaxMessageSize, ErrMessageTooLarge)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"slices"
+	"strings"
 )
 
 // Record framing; the layout is written down in doc.go.
@@ -40,29 +41,38 @@ var le = binary.LittleEndian
 // has hardware support on amd64 and arm64).
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// payloadSize is what MaxMessageSize limits: the bytes a user controls.
-func payloadSize(m *Message) int {
-	n := len(m.Topic) + len(m.BornHost) + len(m.Tag) + len(m.Body)
+// payloadSize is what MaxMessageSize limits: the bytes a user controls. It
+// also returns the longest property key, which validate checks.
+func payloadSize(m *Message) (n, longestKey int) {
+	n = len(m.Topic) + len(m.BornHost) + len(m.Tag) + len(m.Body)
 	for k, v := range m.Properties {
 		n += len(k) + len(v) + 6
+		longestKey = max(longestKey, len(k))
 	}
-	return n
+	return n, longestKey
 }
 
-// recordSize is the encoded size of m.
-func recordSize(m *Message) int {
-	n := headerSize + 2 + len(m.Topic) + 2 + len(m.BornHost) + 2 + len(m.Tag) + 4 + 4 + len(m.Body)
-	for k, v := range m.Properties {
-		n += 2 + len(k) + 4 + len(v)
-	}
-	return n
-}
+// prop is one property of a record being encoded.
+type prop struct{ k, v string }
 
 // appendRecord encodes m at the end of dst with the positional fields
 // (queue offset, log offset, store timestamp, CRC) left zero; stampRecord
 // fills them once the append lock has assigned them.
 func appendRecord(dst []byte, m *Message, batchIdx, batchCnt uint32) []byte {
-	size := recordSize(m)
+	// Messages carry a handful of properties: one pass over the map
+	// collects them on the stack, sorted by key so that the same message
+	// always encodes to the same bytes; sizing and writing then read the
+	// array instead of the map again.
+	var stack [16]prop
+	props := stack[:0]
+	size := headerSize + 2 + len(m.Topic) + 2 + len(m.BornHost) + 2 + len(m.Tag) + 4 + 4 + len(m.Body)
+	for k, v := range m.Properties {
+		props = append(props, prop{k, v})
+		size += 2 + len(k) + 4 + len(v)
+	}
+	if len(props) > 1 {
+		slices.SortFunc(props, func(a, b prop) int { return strings.Compare(a.k, b.k) })
+	}
 	start := len(dst)
 	dst = slices.Grow(dst, size)[:start+size]
 	b := dst[start:]
@@ -81,21 +91,10 @@ func appendRecord(dst []byte, m *Message, batchIdx, batchCnt uint32) []byte {
 	p = putStr16(b, p, m.Tag)
 	propsStart := p
 	p += 4
-	if len(m.Properties) > 0 {
-		// Messages carry a handful of properties: sort their keys on the
-		// stack rather than allocate per record.
-		var stack [16]string
-		keys := stack[:0]
-		for k := range m.Properties {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // the same message always encodes to the same bytes
-		for _, k := range keys {
-			v := m.Properties[k]
-			p = putStr16(b, p, k)
-			le.PutUint32(b[p:], uint32(len(v)))
-			p += 4 + copy(b[p+4:], v)
-		}
+	for _, kv := range props {
+		p = putStr16(b, p, kv.k)
+		le.PutUint32(b[p:], uint32(len(kv.v)))
+		p += 4 + copy(b[p+4:], kv.v)
 	}
 	le.PutUint32(b[propsStart:], uint32(p-propsStart-4))
 	le.PutUint32(b[p:], uint32(len(m.Body)))
