@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/twinmq/twinmq/internal/broker/auth"
 	"github.com/twinmq/twinmq/internal/broker/timer"
@@ -149,13 +150,15 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.lis = lis
 	b.addr = advertised(lis.Addr())
-	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(pbcodec.New()),
+	pool := pbcodec.NewPool()
+	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(pbcodec.NewWithPool(pool)),
+		experimental.BufferPool(pool),
 		// As the driver does (see its transport sizes): fixed windows and
 		// buffers that hold a batch, so that a batched request is one read
 		// and its receive answers one write, without window updates or
 		// bandwidth-probing pings in between.
 		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(16<<20),
-		grpc.ReadBufferSize(256<<10), grpc.WriteBufferSize(256<<10), grpc.SharedWriteBuffer(true))...)
+		grpc.ReadBufferSize(256<<10), grpc.WriteBufferSize(256<<10))...)
 	b.srv.RegisterService(messagingServiceDesc(), &service{b: b})
 	b.wg.Add(2)
 	go func() {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/twinmq/twinmq/internal/pb/pbcodec"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
@@ -43,8 +44,8 @@ const maxMsgSize = 130 << 20
 // answer. Fixed windows (which turn the estimator off) and buffers that
 // hold a whole batch make it one write and one read each way. The windows
 // only bound what a peer may send ahead; nothing is allocated for them.
-// The write buffer is shared between connections when idle, so a client
-// with many endpoints does not hold one each.
+// The write buffer is a connection's own (gRPC's shared write buffer would
+// take it from the pool and give it back around every flush).
 const (
 	streamWindow    = 8 << 20
 	connWindow      = 16 << 20
@@ -87,6 +88,7 @@ type Client struct {
 	routes routeCache
 	orphan chan struct{}  // semaphore bounding concurrent orphan checks
 	codec  *pbcodec.Codec // shared by the client's connections
+	pool   *pbcodec.Pool  // the codec's and the connections' buffers
 }
 
 // endpoint is one server address with its connection and telemetry.
@@ -117,12 +119,14 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	root, stop := context.WithCancel(context.Background())
+	pool := pbcodec.NewPool()
 	c := &Client{
 		cfg:       cfg,
 		id:        id,
 		hdr:       newHeaders(id, cfg.Namespace, cfg.Credentials),
 		ids:       NewMessageIDGenerator(),
-		codec:     pbcodec.New(),
+		pool:      pool,
+		codec:     pbcodec.NewWithPool(pool),
 		log:       cfg.Logger.With(zap.String("client_id", id), zap.Stringer("client_type", cfg.Type)),
 		met:       met,
 		hostname:  host,
@@ -288,7 +292,7 @@ func (c *Client) endpoint(addr, rpc string) (*endpoint, error) {
 		grpc.WithTransportCredentials(tc),
 		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithWriteBufferSize(writeBufferSize), grpc.WithReadBufferSize(readBufferSize),
-		grpc.WithSharedWriteBuffer(true),
+		experimental.WithBufferPool(c.pool),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize), grpc.ForceCodecV2(c.codec)),
 		// gRPC's own reconnect backoff grows to 2 minutes by default; a
 		// restarted broker must be usable again within seconds.

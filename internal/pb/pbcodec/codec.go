@@ -16,30 +16,26 @@ import (
 // Codec is gRPC's protobuf codec with a buffer pool of finer sizes.
 //
 // gRPC's default codec takes the buffer a large message is marshalled into
-// (or a received one is gathered into) from its default pool, whose tiers jump from 32 KiB to 1 MiB, and that
-// pool zeroes the whole buffer on every Get. A batch of 64 messages of 1 KiB
-// is a request of about 70 KiB, so every batched send cleared a megabyte
-// on each side before handling seventy kilobytes. Power-of-two tiers bound the waste to
-// twice the request. The bytes on the wire are the same: the codec keeps
-// the name "proto", and the content-subtype is not derived from it.
+// (or a received one is gathered into) from its default pool, whose tiers
+// jump from 32 KiB to 1 MiB, and that pool zeroes the whole buffer on every
+// Get. A batch of 64 messages of 1 KiB is a request of about 70 KiB, so
+// every batched send cleared a megabyte on each side before handling
+// seventy kilobytes. Power-of-two tiers bound the waste to twice the
+// request, and the codec's Pool does not clear at all (see Pool). The bytes
+// on the wire are the same: the codec keeps the name "proto", and the
+// content-subtype is not derived from it.
 type Codec struct {
 	pool mem.BufferPool
 }
 
-// New returns a codec with its own pool (one per client or server: the pool
-// is state, and this package keeps none at package level). Use it with
+// New returns a codec with a pool of its own (one per client or server: the
+// pool is state, and this package keeps none at package level). Use it with
 // grpc.ForceCodecV2 on a client and grpc.ForceServerCodecV2 on a server.
-func New() *Codec {
-	// 256 B to 16 MiB; a request above the largest tier falls back to a
-	// plain allocation inside the pool.
-	pool, err := mem.NewBinaryTieredBufferPool(8, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
-	if err != nil {
-		// The exponents are constants the pool accepts; keep gRPC's pool
-		// rather than fail a dial or a start if a later gRPC refuses them.
-		pool = mem.DefaultBufferPool()
-	}
-	return &Codec{pool: pool}
-}
+func New() *Codec { return NewWithPool(NewPool()) }
+
+// NewWithPool returns a codec that takes its buffers from pool, which the
+// client or server may share with its transport.
+func NewWithPool(pool *Pool) *Codec { return &Codec{pool: pool} }
 
 func (*Codec) Name() string { return "proto" }
 

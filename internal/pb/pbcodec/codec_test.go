@@ -99,3 +99,33 @@ func TestConsumeTag(t *testing.T) {
 		require.Equal(t, []any{tc.num, tc.typ, tc.size}, []any{num, typ, n}, "%x", tc.in)
 	}
 }
+
+// The pool hands out buffers of the asked length from the smallest tier
+// that holds it, reuses what comes back at a tier's exact capacity, and
+// lets anything else go.
+func TestPoolTiers(t *testing.T) {
+	p := NewPool()
+	for _, c := range []struct{ n, capacity int }{
+		{0, 256}, {1, 256}, {256, 256}, {257, 512}, {70 << 10, 128 << 10}, {16 << 20, 16 << 20},
+	} {
+		b := p.Get(c.n)
+		require.Len(t, *b, c.n)
+		require.Equal(t, c.capacity, cap(*b), "length %d", c.n)
+		p.Put(b)
+	}
+	big := p.Get(16<<20 + 1)
+	require.Len(t, *big, 16<<20+1)
+	p.Put(big) // not a tier: dropped, not kept
+
+	odd := make([]byte, 300)
+	p.Put(&odd)
+	got := p.Get(300)
+	require.Equal(t, 512, cap(*got), "a buffer of no tier's capacity is never handed out")
+
+	// A reused buffer keeps its bytes; every user overwrites what it reads.
+	b := p.Get(4096)
+	copy(*b, "stale")
+	p.Put(b)
+	again := p.Get(10)
+	require.Len(t, *again, 10)
+}
