@@ -14,7 +14,7 @@ import (
 // benchRounds is how many rounds each mode runs per sub-benchmark. The
 // modes alternate round by round, so that a load spike from elsewhere on a
 // shared machine hits both alike; each figure is the median of its rounds.
-const benchRounds = 6
+const benchRounds = 10
 
 // BenchmarkProduce measures synchronous Send of 1 KB messages from C
 // concurrent senders against the embedded two-cluster broker, with and
