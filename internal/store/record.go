@@ -52,6 +52,11 @@ func payloadSize(m *Message) (n, longestKey int) {
 	return n, longestKey
 }
 
+// recordOverhead is what a record adds to its payloadSize: the header and
+// the length prefixes of topic, born host, tag, properties and body (each
+// property's own prefixes are in payloadSize).
+const recordOverhead = headerSize + 2 + 2 + 2 + 4 + 4
+
 // prop is one property of a record being encoded.
 type prop struct{ k, v string }
 

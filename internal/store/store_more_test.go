@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -474,4 +475,20 @@ func TestCheckpointInsideAnAppend(t *testing.T) {
 	for i, m := range got {
 		require.Equal(t, fmt.Sprint(i), m.Properties["k"])
 	}
+}
+
+// The size validate returns is the exact size of the encoded batch, so that
+// Append sizes its buffer once.
+func TestValidateSizesTheRecords(t *testing.T) {
+	s := openMem(t, vfs.NewMem(31), nil)
+	defer s.Close()
+	msgs := []Message{msg("S", 0, 1), bigMsg("S", 0, 2, 3000), {Topic: "S", Body: []byte("x")}}
+	msgs[2].Properties = map[string]string{"a": "", "": "b", "long-key-of-some-length": strings.Repeat("v", 300)}
+	size, err := s.validate(msgs)
+	require.NoError(t, err)
+	var buf []byte
+	for i := range msgs {
+		buf = appendRecord(buf, &msgs[i], uint32(i), uint32(len(msgs)))
+	}
+	require.Equal(t, len(buf), size)
 }

@@ -2,6 +2,7 @@ package pbcodec
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -128,4 +129,22 @@ func TestPoolTiers(t *testing.T) {
 	p.Put(b)
 	again := p.Get(10)
 	require.Len(t, *again, 10)
+}
+
+// Buffers of the smaller tiers outlive garbage collections: a busy client
+// collects every few tens of milliseconds, and a sync.Pool alone would make
+// it allocate its request buffers anew each time.
+func TestPoolKeepsBuffersAcrossGC(t *testing.T) {
+	p := NewPool()
+	b := p.Get(70 << 10)
+	(*b)[0] = 42
+	p.Put(b)
+	runtime.GC()
+	runtime.GC()
+	again := p.Get(100 << 10)
+	require.Same(t, b, again)
+
+	big := p.Get(1 << 20) // above the kept tiers: left to the sync.Pool
+	p.Put(big)
+	require.Nil(t, p.kept[tierOf(1<<20)])
 }

@@ -22,20 +22,37 @@ import (
 // Pass one Pool to the codec (NewWithPool) and to the transport
 // (experimental.WithBufferPool on a client, experimental.BufferPool on a
 // server) of the same client or server.
+//
+// A sync.Pool loses what it holds within two garbage collections, and a busy
+// client collects every few tens of milliseconds: every time, the next
+// requests allocated their buffers anew (a large allocation, which the
+// runtime clears). So each tier up to 256 KiB also keeps a few buffers
+// aside that outlive collections: at most about 2 MiB in all, for the tiers
+// a client or server actually uses.
 type Pool struct {
 	tiers [numTiers]sync.Pool
+	kept  [numTiers]chan *[]byte // nil for tiers above keptMaxBits
 }
 
 const (
 	minTierBits = 8  // 256 B
 	maxTierBits = 24 // 16 MiB
 	numTiers    = maxTierBits - minTierBits + 1
+
+	keptMaxBits = 18 // 256 KiB
+	keptPerTier = 4
 )
 
 var _ mem.BufferPool = (*Pool)(nil)
 
 // NewPool returns an empty pool.
-func NewPool() *Pool { return new(Pool) }
+func NewPool() *Pool {
+	p := new(Pool)
+	for t := range p.kept[:keptMaxBits-minTierBits+1] {
+		p.kept[t] = make(chan *[]byte, keptPerTier)
+	}
+	return p
+}
 
 // tierOf returns the index of the smallest tier that holds n bytes, or -1
 // when n is above the largest.
@@ -57,6 +74,12 @@ func (p *Pool) Get(n int) *[]byte {
 		b := make([]byte, n)
 		return &b
 	}
+	select {
+	case b := <-p.kept[t]: // a nil channel (large tiers) is never ready
+		*b = (*b)[:n]
+		return b
+	default:
+	}
 	if b, ok := p.tiers[t].Get().(*[]byte); ok {
 		*b = (*b)[:n]
 		return b
@@ -73,5 +96,9 @@ func (p *Pool) Put(b *[]byte) {
 	if t < 0 || c != 1<<(t+minTierBits) {
 		return
 	}
-	p.tiers[t].Put(b)
+	select {
+	case p.kept[t] <- b:
+	default:
+		p.tiers[t].Put(b)
+	}
 }
