@@ -153,12 +153,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	pool := pbcodec.NewPool()
 	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(pbcodec.NewWithPool(pool)),
 		experimental.BufferPool(pool),
-		// As the driver does (see its transport sizes): fixed windows and
-		// buffers that hold a batch, so that a batched request is one read
-		// and its receive answers one write, without window updates or
-		// bandwidth-probing pings in between.
-		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(16<<20),
-		grpc.ReadBufferSize(256<<10), grpc.WriteBufferSize(256<<10))...)
+		// Transport sizes for batched requests (see pbcodec.StreamWindow).
+		grpc.InitialWindowSize(pbcodec.StreamWindow), grpc.InitialConnWindowSize(pbcodec.ConnWindow),
+		grpc.ReadBufferSize(pbcodec.BufferSize), grpc.WriteBufferSize(pbcodec.BufferSize))...)
 	b.srv.RegisterService(messagingServiceDesc(), &service{b: b})
 	b.wg.Add(2)
 	go func() {

@@ -35,24 +35,6 @@ import (
 // really take: the bound allocates nothing.
 const maxMsgSize = 130 << 20
 
-// HTTP/2 transport sizes. gRPC's defaults suit many small calls: 64 KiB
-// flow-control windows that a bandwidth estimator grows by pinging the
-// peer, and 32 KiB read and write buffers. A batched SendMessage carries
-// tens to hundreds of KiB, and a receive of 32 messages as much: with the
-// defaults each such request costs several write and read system calls, a
-// window update back from the receiver and now and then a ping and its
-// answer. Fixed windows (which turn the estimator off) and buffers that
-// hold a whole batch make it one write and one read each way. The windows
-// only bound what a peer may send ahead; nothing is allocated for them.
-// The write buffer is a connection's own (gRPC's shared write buffer would
-// take it from the pool and give it back around every flush).
-const (
-	streamWindow    = 8 << 20
-	connWindow      = 16 << 20
-	writeBufferSize = 256 << 10
-	readBufferSize  = 256 << 10
-)
-
 // Client is one RocketMQ 5 client instance: one x-mq-client-id, one role,
 // talking to any number of endpoints. It dials an endpoint lazily on first
 // use, opens its Telemetry stream and waits for the Settings echo before the
@@ -290,8 +272,9 @@ func (c *Client) endpoint(addr, rpc string) (*endpoint, error) {
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(tc),
-		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
-		grpc.WithWriteBufferSize(writeBufferSize), grpc.WithReadBufferSize(readBufferSize),
+		// Transport sizes for batched requests (see pbcodec.StreamWindow).
+		grpc.WithInitialWindowSize(pbcodec.StreamWindow), grpc.WithInitialConnWindowSize(pbcodec.ConnWindow),
+		grpc.WithWriteBufferSize(pbcodec.BufferSize), grpc.WithReadBufferSize(pbcodec.BufferSize),
 		experimental.WithBufferPool(c.pool),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize), grpc.ForceCodecV2(c.codec)),
 		// gRPC's own reconnect backoff grows to 2 minutes by default; a

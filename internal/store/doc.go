@@ -102,8 +102,9 @@
 // checkpoint does not cost ten thousand small fsyncs; recovery rescans a
 // little more instead. D is a record boundary but not always an append's:
 // the first pending entry of a queue of single-record entries may be any
-// record of its append (the queue file was written up to the one before). The two checkpoint slots alternate and carry a CRC,
-// so a torn checkpoint write falls back to the previous one.
+// record of its append (the queue file was written up to the one before).
+// The two checkpoint slots alternate and carry a CRC, so a torn checkpoint
+// write falls back to the previous one.
 //
 // Open creates the abort marker; Close removes it after a final checkpoint.
 // If the marker is absent and the checkpoint's log end matches the files,

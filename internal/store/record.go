@@ -70,10 +70,10 @@ func appendRecord(dst []byte, m *Message, batchIdx, batchCnt uint32) []byte {
 	// array instead of the map again.
 	var stack [16]prop
 	props := stack[:0]
-	size := headerSize + 2 + len(m.Topic) + 2 + len(m.BornHost) + 2 + len(m.Tag) + 4 + 4 + len(m.Body)
+	size := recordOverhead + len(m.Topic) + len(m.BornHost) + len(m.Tag) + len(m.Body)
 	for k, v := range m.Properties {
 		props = append(props, prop{k, v})
-		size += 2 + len(k) + 4 + len(v)
+		size += len(k) + len(v) + 6 // as payloadSize counts them
 	}
 	if len(props) > 1 {
 		slices.SortFunc(props, func(a, b prop) int { return strings.Compare(a.k, b.k) })

@@ -45,6 +45,24 @@ const (
 
 var _ mem.BufferPool = (*Pool)(nil)
 
+// HTTP/2 transport sizes for the connections of a driver client and a
+// broker server alike. gRPC's defaults suit many small calls: 64 KiB
+// flow-control windows that a bandwidth estimator grows by pinging the
+// peer, and 32 KiB read and write buffers. A batched SendMessage carries
+// tens to hundreds of KiB, and a receive of 32 messages as much: with the
+// defaults each such request costs several write and read system calls, a
+// window update back from the receiver and now and then a ping and its
+// answer. Fixed windows (which turn the estimator off) and buffers that
+// hold a whole batch make it one write and one read each way. The windows
+// only bound what a peer may send ahead; nothing is allocated for them.
+// The write buffer is a connection's own (gRPC's shared write buffer would
+// take it from the pool and give it back around every flush).
+const (
+	StreamWindow = 8 << 20
+	ConnWindow   = 16 << 20
+	BufferSize   = 256 << 10 // read and write buffer of a connection
+)
+
 // NewPool returns an empty pool.
 func NewPool() *Pool {
 	p := new(Pool)
