@@ -41,6 +41,11 @@ const (
 	DefaultQuarantine          = 10 * time.Second
 )
 
+// MaxWeightLimit bounds Resource.MaxWeight. Weights are summed per group
+// and scaled on every pick; the bound keeps those sums (of any realistic
+// number of resources) finite and precise.
+const MaxWeightLimit = 1e12
+
 // Resource describes one pickable resource: a key that names it, the value
 // handed back by Pick, and its weights and priority.
 type Resource[T any] struct {
@@ -148,6 +153,14 @@ type Config[T any] struct {
 	WeightListener WeightListener
 }
 
+// Validate reports whether New and Reconfigure would accept c's tuning; the
+// error wraps ErrInvalidConfig. A reload uses it to check a new tuning
+// before it commits to anything.
+func (c Config[T]) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults validates c and returns a copy with every default filled in.
 func (c Config[T]) withDefaults() (Config[T], error) {
 	def := func(v *float64, d float64) {
@@ -223,8 +236,8 @@ func (r *Resource[T]) normalize() (lim limits, init float64, err error) {
 	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	switch {
-	case !finite(maxW) || maxW <= 0:
-		return bad("max weight %v must be positive", maxW)
+	case !finite(maxW) || maxW <= 0 || maxW > MaxWeightLimit:
+		return bad("max weight %v must be in (0, %v]", maxW, MaxWeightLimit)
 	case !finite(minW) || minW < 0 || minW >= maxW:
 		return bad("min weight %v must be in [0, max weight %v)", minW, maxW)
 	case !finite(initW) || initW < minW || initW > maxW:

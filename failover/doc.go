@@ -88,6 +88,13 @@
 // it may judge that resource against the other set's bounds, so a handful
 // of picks during a reload can spill between groups.
 //
+// Reconfigure changes the tuning (factors, steps, spill policy, checker and
+// its interval, quarantine) of a live picker, for a reload of those
+// settings: the resources, their health, their handles and their metric
+// series stay, so picks made before it still report to the same picker.
+// Building a second picker of the same name instead would share, and on
+// Close delete, the first one's metric series.
+//
 // # Concurrency and cost
 //
 // The pick path loads an atomic pointer to an immutable snapshot (the sorted

@@ -56,7 +56,7 @@ func (n *node) cas(old, nw float64) bool {
 // A success slower than Config.SlowThreshold counts as a failure.
 func (p *Picker[T]) Success(h *Handle[T], latency time.Duration) {
 	p.release(h.n)
-	if p.cfg.SlowThreshold > 0 && latency >= p.cfg.SlowThreshold {
+	if slow := p.conf().SlowThreshold; slow > 0 && latency >= slow {
 		p.fail(h.n, ErrSlow)
 		return
 	}
@@ -101,7 +101,7 @@ func (p *Picker[T]) Down(h *Handle[T], cause error) {
 func (p *Picker[T]) Release(h *Handle[T]) { p.release(h.n) }
 
 func (p *Picker[T]) release(n *node) {
-	if !p.cfg.InflightAware {
+	if !p.inflightAware {
 		return
 	}
 	// Never below zero, even if a caller reports more often than it picked.
@@ -128,17 +128,18 @@ func (p *Picker[T]) succeed(n *node) {
 		}
 		return
 	}
-	if isDown(w, lim) && p.cfg.RecoverThreshold > 1 {
-		if n.streak.Add(1) < int32(p.cfg.RecoverThreshold) {
+	c := p.conf()
+	if isDown(w, lim) && c.RecoverThreshold > 1 {
+		if n.streak.Add(1) < int32(c.RecoverThreshold) {
 			return
 		}
 	}
 	for {
 		var nw float64
 		if isDown(w, lim) {
-			nw = lim.min + p.cfg.RecoverStep*lim.max
+			nw = lim.min + c.RecoverStep*lim.max
 		} else {
-			nw = w + p.cfg.SuccessStep*lim.max
+			nw = w + c.SuccessStep*lim.max
 		}
 		nw = min(nw, lim.max)
 		if n.cas(w, nw) {
@@ -167,13 +168,14 @@ func (p *Picker[T]) fail(n *node, cause error) {
 		n.streak.Store(0)
 	}
 	lim := n.lim.Load()
+	c := p.conf()
 	for {
 		w := n.load()
 		if isDown(w, lim) {
 			return
 		}
-		nw := w * p.cfg.FailureFactor
-		if nw < p.cfg.DownRatio*lim.max || nw < lim.min || n.probation.Load() {
+		nw := w * c.FailureFactor
+		if nw < c.DownRatio*lim.max || nw < lim.min || n.probation.Load() {
 			nw = lim.min
 		}
 		if n.cas(w, nw) {
@@ -195,7 +197,7 @@ func (p *Picker[T]) changed(n *node, wasDown, nowDown bool, old, nw float64, cau
 		// resource as half alive until its next change).
 		n.gauge.Set(n.load())
 	}
-	if l := p.cfg.WeightListener; l != nil {
+	if l := p.conf().WeightListener; l != nil {
 		l(n.key, old, nw)
 	}
 	switch {

@@ -65,7 +65,8 @@ func (p *Picker[T]) pick(ex []*Handle[T]) (*Handle[T], error) {
 func (p *Picker[T]) pickFast(s *snapshot[T]) *Handle[T] {
 	g := s.groups[0]
 	ms := s.members[g.start:g.end]
-	inflightAware := p.cfg.InflightAware
+	inflightAware := p.inflightAware
+	c := p.conf()
 	var eff [fastGroup]float64
 	cur, total, up, equal := 0.0, 0.0, false, true
 	for i := range ms {
@@ -83,11 +84,11 @@ func (p *Picker[T]) pickFast(s *snapshot[T]) *Handle[T] {
 		total += e
 		equal = equal && e == eff[0]
 	}
-	if p.cfg.SpillOnlyWhenDead {
+	if c.SpillOnlyWhenDead {
 		if !up {
 			return nil
 		}
-	} else if cur*p.cfg.OverprovisionFactor < g.max {
+	} else if cur*c.OverprovisionFactor < g.max {
 		return nil
 	}
 	if !(total > 0) {
@@ -215,22 +216,23 @@ func (p *Picker[T]) health(gs *groupSum) float64 {
 	if gs.live == 0 {
 		return 0
 	}
-	if p.cfg.SpillOnlyWhenDead {
+	c := p.conf()
+	if c.SpillOnlyWhenDead {
 		if gs.up > 0 {
 			return 1
 		}
 		return 0
 	}
-	if p.cfg.OverprovisionFactor*gs.cur >= gs.max {
+	if c.OverprovisionFactor*gs.cur >= gs.max {
 		return 1
 	}
-	return p.cfg.OverprovisionFactor * gs.cur / gs.max
+	return c.OverprovisionFactor * gs.cur / gs.max
 }
 
 // effective is the weight used within a group: the health weight, divided by
 // 1 + inflight in InflightAware mode.
 func (p *Picker[T]) effective(n *node, w float64) float64 {
-	if p.cfg.InflightAware {
+	if p.inflightAware {
 		if in := n.inflight.Load(); in > 0 {
 			return w / float64(1+in)
 		}
@@ -285,7 +287,7 @@ func (p *Picker[T]) pickIn(s *snapshot[T], g span, ex []*Handle[T], gs *groupSum
 			}
 		}
 	}
-	if p.cfg.InflightAware {
+	if p.inflightAware {
 		s.members[chosen].n.inflight.Add(1)
 	}
 	return s.handles[chosen], nil

@@ -77,9 +77,14 @@ type snapshot[T any] struct {
 // safe for concurrent use. Pick takes no lock and allocates nothing.
 type Picker[T any] struct {
 	snap atomic.Pointer[snapshot[T]]
-	cfg  Config[T]
-	log  *zap.Logger
-	met  *metrics
+	// tuning is the Config in force, with defaults filled in; Reconfigure
+	// swaps it. The fields Reconfigure may not change are copied out below.
+	tuning        atomic.Pointer[Config[T]]
+	name          string
+	inflightAware bool
+	log           *zap.Logger
+	met           *metrics
+	retuned       chan struct{} // wakes the maintainer after Reconfigure
 
 	updateMu sync.Mutex // serializes Update and Close
 
@@ -102,7 +107,13 @@ func New[T any](resources []Resource[T], cfg Config[T]) (*Picker[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Picker[T]{cfg: c, log: c.Logger.With(zap.String("picker", c.Name))}
+	p := &Picker[T]{
+		name:          c.Name,
+		inflightAware: c.InflightAware,
+		log:           c.Logger.With(zap.String("picker", c.Name)),
+		retuned:       make(chan struct{}, 1),
+	}
+	p.tuning.Store(&c)
 	if c.Registerer != nil {
 		if p.met, err = newMetrics(c.Registerer); err != nil {
 			return nil, err
@@ -174,7 +185,7 @@ func (p *Picker[T]) Update(resources []Resource[T]) error {
 			if isDown(pr.init, &lim) {
 				n.downAt.Store(time.Now().UnixNano())
 			}
-			p.met.attach(p.cfg.Name, n)
+			p.met.attach(p.name, n)
 		}
 		anyDown = anyDown || isDown(n.load(), &lim)
 		s.members[i] = member{n: n, max: lim.max, min: lim.min}
@@ -192,12 +203,48 @@ func (p *Picker[T]) Update(resources []Resource[T]) error {
 		for _, m := range old.members {
 			if _, stays := s.byKey[m.n.key]; !stays {
 				m.n.removed.Store(true)
-				p.met.detach(p.cfg.Name, m.n)
+				p.met.detach(p.name, m.n)
 			}
 		}
 	}
 	if anyDown {
 		p.ensureMaintainer()
+	}
+	return nil
+}
+
+// conf returns the tuning in force.
+func (p *Picker[T]) conf() *Config[T] { return p.tuning.Load() }
+
+// Reconfigure changes the tuning of a live picker, for a configuration
+// reload: the factors and steps, the spill policy, the slow threshold, the
+// checker, its interval and timeout, the quarantine and the weight listener
+// apply to every pick and report after it returns. Resources, their health
+// and their handles stay as they are, so outcomes of picks made before keep
+// counting. Name, Registerer and Logger name the picker for its whole life
+// and are not read again; InflightAware cannot change while picks may be in
+// flight (their counts would go wrong), so a different value is refused.
+// On invalid input nothing changes and the error wraps ErrInvalidConfig.
+func (p *Picker[T]) Reconfigure(cfg Config[T]) error {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if c.InflightAware != p.inflightAware {
+		return fmt.Errorf("InflightAware cannot change on a live picker: %w", ErrInvalidConfig)
+	}
+	p.tuning.Store(&c)
+	select {
+	case p.retuned <- struct{}{}:
+	default:
+	}
+	// A checker or a quarantine may have been turned on while resources
+	// are down.
+	for _, m := range p.snap.Load().members {
+		if isDown(m.n.load(), m.n.lim.Load()) {
+			p.ensureMaintainer()
+			break
+		}
 	}
 	return nil
 }
@@ -244,6 +291,6 @@ func (p *Picker[T]) Close() {
 	p.updateMu.Lock()
 	defer p.updateMu.Unlock()
 	for _, m := range p.snap.Load().members {
-		p.met.detach(p.cfg.Name, m.n)
+		p.met.detach(p.name, m.n)
 	}
 }

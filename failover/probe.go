@@ -17,7 +17,7 @@ import (
 // after that decision calls here under the same mutex, so a down resource is
 // never left without a round.
 func (p *Picker[T]) ensureMaintainer() {
-	if p.cfg.Checker == nil && p.cfg.Quarantine < 0 {
+	if c := p.conf(); c.Checker == nil && c.Quarantine < 0 {
 		return
 	}
 	p.maintMu.Lock()
@@ -32,13 +32,22 @@ func (p *Picker[T]) ensureMaintainer() {
 
 func (p *Picker[T]) maintain() {
 	defer p.maintWG.Done()
-	t := time.NewTicker(p.cfg.CheckInterval)
+	every := p.conf().CheckInterval
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.ctx.Done():
 			p.stopMaintainer()
 			return
+		case <-p.retuned:
+			// Reconfigure changed the tuning: follow a new interval at
+			// once rather than after a tick of the old one.
+			if iv := p.conf().CheckInterval; iv != every {
+				every = iv
+				t.Reset(every)
+			}
+			continue
 		case <-t.C:
 		}
 		p.round()
@@ -71,6 +80,7 @@ func (p *Picker[T]) stopIfNothingDown() bool {
 // over.
 func (p *Picker[T]) round() {
 	s := p.snap.Load()
+	c := p.conf()
 	now := time.Now().UnixNano()
 	var wg sync.WaitGroup
 	for i, m := range s.members {
@@ -78,7 +88,7 @@ func (p *Picker[T]) round() {
 		if !isDown(n.load(), n.lim.Load()) {
 			continue
 		}
-		if p.cfg.Checker == nil {
+		if c.Checker == nil {
 			since := n.downAt.Load()
 			if since == 0 {
 				// Down with no start time: a success that raced the fall
@@ -88,21 +98,21 @@ func (p *Picker[T]) round() {
 				n.downAt.CompareAndSwap(0, now)
 				continue
 			}
-			if now-since >= int64(p.cfg.Quarantine) {
+			if now-since >= int64(c.Quarantine) {
 				p.releaseQuarantine(n)
 			}
 			continue
 		}
 		h := s.handles[i]
-		wg.Go(func() { p.probe(h) })
+		wg.Go(func() { p.probe(c, h) })
 	}
 	wg.Wait()
 }
 
-func (p *Picker[T]) probe(h *Handle[T]) {
-	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.CheckTimeout)
+func (p *Picker[T]) probe(c *Config[T], h *Handle[T]) {
+	ctx, cancel := context.WithTimeout(p.ctx, c.CheckTimeout)
 	defer cancel()
-	err := p.cfg.Checker(ctx, h)
+	err := c.Checker(ctx, h)
 	if p.ctx.Err() != nil {
 		// Closing: the probe was cut short, it says nothing of the resource.
 		return
@@ -127,7 +137,7 @@ func (p *Picker[T]) releaseQuarantine(n *node) {
 	if !isDown(w, lim) {
 		return
 	}
-	nw := min(lim.min+p.cfg.RecoverStep*lim.max, lim.max)
+	nw := min(lim.min+p.conf().RecoverStep*lim.max, lim.max)
 	n.probation.Store(true)
 	if !n.cas(w, nw) {
 		n.probation.Store(false)

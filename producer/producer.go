@@ -33,6 +33,7 @@ type Producer struct {
 	unsubscribe func()
 
 	acc       *batch.Accumulator[batchKey, *pending, driver.SendResult]
+	lines     fifoLines // FIFO messages that go alone (batching off)
 	deadlines deadlines
 	// pendings recycles the state of synchronous sends, requests the
 	// driver messages of a request, results the driver's results of a
@@ -262,7 +263,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 	type plan struct {
 		ts       *topicState
 		clusters []*clusterEntry
-		retire   *topicState // replaced because the failover tuning changed
+		retune   bool // the failover tuning changed
 	}
 	var (
 		plans      []plan
@@ -280,29 +281,28 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Topics)) {
 		tc := cfg.Topics[name]
 		ts := old[name]
-		var retire *topicState
-		if ts == nil || ts.fcfg != cfg.Failover {
+		retune := false
+		if ts == nil {
 			picker, err := p.newPicker(name, cfg.Failover)
 			if err != nil {
 				rollback()
 				return fmt.Errorf("topic %q: failover: %w", name, err)
 			}
 			newPickers = append(newPickers, picker)
-			nts := &topicState{name: name, picker: picker, fcfg: cfg.Failover}
+			ts = &topicState{name: name, picker: picker, fcfg: cfg.Failover}
 			if m := p.metrics; m != nil {
-				nts.latency = m.sendLatency.WithLabelValues(name)
+				ts.latency = m.sendLatency.WithLabelValues(name)
 			}
-			if ts != nil {
-				retire = ts
+		} else if ts.fcfg != cfg.Failover {
+			// The live picker takes the new tuning at commit; check it
+			// now, so that nothing changes if it is refused.
+			if err := p.pickerConfig(name, cfg.Failover).Validate(); err != nil {
+				rollback()
+				return fmt.Errorf("topic %q: failover: %w", name, err)
 			}
-			ts = nts
+			retune = true
 		}
-		var prev []*clusterEntry
-		if retire != nil {
-			prev = retire.clusters
-		} else {
-			prev = ts.clusters
-		}
+		prev := ts.clusters
 		var entries []*clusterEntry
 		for _, cc := range tc.Clusters {
 			physical := physicalOf(name, cc)
@@ -332,7 +332,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 			}
 			entries = append(entries, e)
 		}
-		plans = append(plans, plan{ts: ts, clusters: entries, retire: retire})
+		plans = append(plans, plan{ts: ts, clusters: entries, retune: retune})
 	}
 	if err := p.acc.SetLimits(lim); err != nil {
 		rollback()
@@ -349,15 +349,20 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 			e.weight, e.priority = tc.Clusters[j].Weight, tc.Clusters[j].Priority
 		}
 		pl.ts.clusters = pl.clusters
+		if pl.retune {
+			if err := pl.ts.picker.Reconfigure(p.pickerConfig(pl.ts.name, cfg.Failover)); err != nil {
+				// Checked above, so this is a bug; keep the old tuning.
+				p.log.Error("failover tuning refused", zap.String("topic", pl.ts.name), zap.Error(err))
+			} else {
+				pl.ts.fcfg = cfg.Failover
+			}
+		}
 		if err := pl.ts.picker.Update(pl.ts.resourcesLocked()); err != nil {
 			// The configuration was validated, so this is a bug; keep
 			// serving with the resources the picker had.
 			p.log.Error("failover update refused", zap.String("topic", pl.ts.name), zap.Error(err))
 		}
 		pl.ts.spread.reset()
-		if pl.retire != nil {
-			pl.retire.picker.Close()
-		}
 		next[pl.ts.name] = plans[i].ts
 	}
 	for name, ts := range old {

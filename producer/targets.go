@@ -86,12 +86,15 @@ func (c *clusterEntry) sameAs(n config.Cluster, physical, clientKey string) bool
 }
 
 // topicState is a logic topic: its clusters and the failover picker over
-// their brokers. It lives across reloads; a reload updates its clusters and
-// the picker's resource set, which keeps the health of brokers that stay.
+// their brokers. It lives as long as the topic is configured: a reload
+// updates its clusters, the picker's resource set (which keeps the health
+// of brokers that stay) and the picker's tuning in place, so sends in
+// flight, route lookups in flight and the metric series all go on with the
+// one state.
 type topicState struct {
 	name    string
 	picker  *failover.Picker[*brokerTarget]
-	fcfg    config.Failover
+	fcfg    config.Failover     // guarded by Producer.mu
 	latency prometheus.Observer // nil without metrics
 	spread  spread
 
@@ -130,7 +133,13 @@ func (ts *topicState) resourcesLocked() []failover.Resource[*brokerTarget] {
 // broker is probed with a heartbeat, which fails fast on a dead endpoint
 // and succeeds as soon as a restarted broker serves again.
 func (p *Producer) newPicker(topic string, fc config.Failover) (*failover.Picker[*brokerTarget], error) {
-	return failover.New[*brokerTarget](nil, failover.Config[*brokerTarget]{
+	return failover.New(nil, p.pickerConfig(topic, fc))
+}
+
+// pickerConfig is the failover tuning of a topic's picker: New takes it
+// once, Reconfigure on every reload that changes the failover section.
+func (p *Producer) pickerConfig(topic string, fc config.Failover) failover.Config[*brokerTarget] {
+	return failover.Config[*brokerTarget]{
 		FailureFactor: fc.FailureFactor,
 		SuccessStep:   fc.Recovery,
 		CheckInterval: fc.ProbeInterval.D(),
@@ -141,7 +150,7 @@ func (p *Producer) newPicker(topic string, fc config.Failover) (*failover.Picker
 		Name:       "producer/" + topic,
 		Registerer: p.opts.registerer,
 		Logger:     p.log,
-	})
+	}
 }
 
 // physicalOf is the physical topic of a cluster of a logic topic: the
