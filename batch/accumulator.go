@@ -145,6 +145,26 @@ func (a *Accumulator[K, T, R]) BufferedBytes() int64 {
 	return a.budget.used.Load()
 }
 
+// Reserve takes size bytes of TotalBatchMaxBytes for an item the caller
+// sends without the accumulator (one that must go alone, say), so that the
+// cap covers everything in flight. It blocks like Add while the bytes do
+// not fit (FailFast: ErrBufferFull) and fails like Add for an item larger
+// than the cap, after Close, or when ctx ends. On success it returns the
+// function that gives the bytes back, to be called once the item is done;
+// calls after the first do nothing.
+func (a *Accumulator[K, T, R]) Reserve(ctx context.Context, size int) (release func(), err error) {
+	n, err := a.admit(ctx, size, "reserve")
+	if err != nil {
+		return nil, err
+	}
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			a.budget.release(n)
+		}
+	}, nil
+}
+
 // Limits returns the limits in force.
 func (a *Accumulator[K, T, R]) Limits() Limits {
 	return *a.limits.Load()
@@ -171,24 +191,35 @@ func (a *Accumulator[K, T, R]) SetLimits(l Limits) error {
 
 func (a *Accumulator[K, T, R]) now() int64 { return int64(time.Since(a.epoch)) }
 
+// admit validates an item of size bytes for op (add or reserve) and
+// reserves its bytes, waiting for them as the configuration says. On error
+// nothing is reserved.
+func (a *Accumulator[K, T, R]) admit(ctx context.Context, size int, op string) (int64, error) {
+	if size < 0 {
+		return 0, fmt.Errorf("%w: %d", ErrInvalidSize, size)
+	}
+	if a.closed.Load() {
+		return 0, ErrClosed
+	}
+	n := int64(size)
+	if lim := a.limits.Load(); n > lim.TotalBatchMaxBytes {
+		return 0, tooLarge(n, lim.TotalBatchMaxBytes)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("batch: %s: %w", op, err)
+	}
+	if err := a.budget.acquire(ctx, n, a.failFast); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // enqueue validates, reserves, buffers and, when the policy says so, starts
 // a flush: in place for a synchronous caller, on a new goroutine for an
 // asynchronous one.
 func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size int, cb func(R, error)) (*entry[T, R], error) {
-	if size < 0 {
-		return nil, fmt.Errorf("%w: %d", ErrInvalidSize, size)
-	}
-	if a.closed.Load() {
-		return nil, ErrClosed
-	}
-	n := int64(size)
-	if lim := a.limits.Load(); n > lim.TotalBatchMaxBytes {
-		return nil, tooLarge(n, lim.TotalBatchMaxBytes)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("batch: add: %w", err)
-	}
-	if err := a.budget.acquire(ctx, n, a.failFast); err != nil {
+	n, err := a.admit(ctx, size, "add")
+	if err != nil {
 		return nil, err
 	}
 	a.outstanding.Add(1)

@@ -62,6 +62,9 @@
 // goes in a batch of its own. The reserved bytes of an item are released
 // exactly once: when its batch completes, when it is dropped because its
 // context ended before it was sent, or when it is refused after Close.
+// Reserve takes bytes of the same cap for an item the caller sends without
+// the accumulator (the producer's messages that must go alone), so that
+// the cap bounds everything in flight.
 //
 // # Order
 //

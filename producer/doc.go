@@ -58,11 +58,15 @@
 //     never waits for a timer; while a request of the key is in flight, new
 //     messages gather and leave together when it completes, or when the
 //     batch is full, or after batching.maxDelay. batching.totalBatchMaxBytes
-//     caps everything buffered or in flight; senders wait (ctx-aware) while
-//     it is reached, or fail at once with WithFailFast.
+//     caps everything buffered or in flight, messages that go alone
+//     included; senders wait (ctx-aware) while it is reached, or fail at
+//     once with WithFailFast.
 //  5. One SendMessage request per batch; every message gets its own result
 //     (id, queue, offset: a proxy that answers a batch with one entry gives
-//     message i the first offset plus i).
+//     message i the first offset plus i). A request is bounded by
+//     timeouts.request and by its senders: a lone message's request ends
+//     with its send's context, a batch's at the latest deadline of its
+//     messages.
 //  6. Report the outcome of the request to failover (one report per
 //     request: it is the request that succeeded or failed at that broker).
 //     A failed message is retried on a target it has not tried yet; when it
@@ -77,7 +81,14 @@
 //
 //   - Delayed messages always go alone, in a request of their own: RocketMQ
 //     brokers apply the timer only to single messages. With batching off
-//     (batching.enabled false) every message goes alone.
+//     (batching.enabled false) every message goes alone; asynchronous FIFO
+//     messages then wait in a line per group and queue, one request in
+//     flight, as batched ones do in the accumulator.
+//   - SendAsync and SendBatch do not wait for routes on the caller's
+//     goroutine: when no target can be picked at once (no cluster has
+//     answered yet), the send goes on in the background. FIFO messages are
+//     the exception, since sends of a group in the background would race
+//     each other: they wait for a target (within their context).
 //   - FIFO: a message group batches only with itself and has at most one
 //     request in flight, so the order of the Send calls of a group is the
 //     stored order. The group hashes to one queue of one broker among the
@@ -111,9 +122,11 @@
 //     nothing: new clients and pickers are built first, then the topics,
 //     weights, batch limits and timeouts are swapped in with atomic
 //     pointers. Clusters and brokers that stay keep their routes and health;
-//     a change of the failover section builds fresh pickers (health
-//     restarts from full). Sends in flight finish on the target they
-//     picked; nothing is dropped. A client no longer used is closed after
+//     a change of the failover section retunes each topic's picker in place
+//     (failover.Picker.Reconfigure), so health, metric series, route
+//     lookups and sends in flight all carry on with it. Sends in flight
+//     finish on the target they picked, and a retry picks from the
+//     configuration in force; nothing is dropped. A client no longer used is closed after
 //     the longest a send could still need it.
 //   - One RocketMQ client (one client id, one Telemetry stream per
 //     endpoint) serves every cluster that shares TLS and credentials.

@@ -13,10 +13,22 @@ import (
 
 // flush is the accumulator's flush function: one SendMessage request for a
 // batch of one key. The accumulator's ctx ends only when Close gives up;
-// each request is bounded by timeouts.request.
+// each request is bounded by timeouts.request, and by its senders' contexts:
+// a lone message's request ends with its send's context (a synchronous
+// sender whose batch runs in place waits for nothing longer), and a batch's
+// with the latest deadline of its messages, when that comes first.
 func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending, results []batch.Result[driver.SendResult]) error {
 	if key.group == "" {
 		items[0].topic.spread.observe(len(items), time.Now())
+	}
+	if len(items) == 1 && items[0].ctx != nil {
+		// The accumulator's ctx is left out: when Close gives up it
+		// closes the clients, which ends this request as well.
+		ctx = items[0].ctx
+	} else if last, ok := latestDeadline(items); ok && time.Until(last) < p.settings.Load().requestTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, last)
+		defer cancel()
 	}
 	scratch := p.getResults()
 	defer p.putResults(scratch)
@@ -29,6 +41,37 @@ func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending, re
 		results[i] = batch.Result[driver.SendResult]{Value: r, Err: r.Err}
 	}
 	return nil
+}
+
+// latestDeadline returns the latest deadline of the items' sends, if every
+// one has a deadline (every send has: sendContext bounds it).
+func latestDeadline(items []*pending) (time.Time, bool) {
+	var last time.Time
+	for _, it := range items {
+		if it.ctx == nil {
+			return time.Time{}, false
+		}
+		d, ok := it.ctx.Deadline()
+		if !ok {
+			return time.Time{}, false
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return last, true
+}
+
+// sendAloneReserved is sendAlone for a synchronous send (ordinary or
+// transactional), with its bytes
+// counted against batching.totalBatchMaxBytes while it is in flight.
+func (p *Producer) sendAloneReserved(ctx context.Context, t *brokerTarget, queue int32, pd *pending) (driver.SendResult, error) {
+	release, err := p.acc.Reserve(ctx, pd.size)
+	if err != nil {
+		return driver.SendResult{}, err
+	}
+	defer release()
+	return p.sendAlone(ctx, t, queue, pd)
 }
 
 // sendAlone sends one message in a request of its own: a delayed message

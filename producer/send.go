@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twinmq/twinmq/batch"
 	"github.com/twinmq/twinmq/failover"
 	"github.com/twinmq/twinmq/internal/driver"
 	"github.com/twinmq/twinmq/lane"
@@ -48,10 +49,10 @@ type pending struct {
 
 	transactional bool
 
-	sctx sendCtx // the send's context when the caller's has no deadline (see sendContext)
+	sctx sendCtx         // the send's context when the caller's has no deadline (see sendContext)
+	ctx  context.Context // the send's context, bounded by sendDeadline
 
 	// Asynchronous sends only.
-	ctx    context.Context
 	cancel context.CancelFunc
 	cb     func(*SendResult, error)
 	onDone func(driver.SendResult, error)
@@ -78,6 +79,7 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 	}
 	ctx, cancel := p.sendContext(ctx, pd, st.sendDeadline)
 	defer cancel()
+	pd.ctx = ctx
 	for {
 		t, q, err := p.pick(ctx, pd)
 		if err != nil {
@@ -87,7 +89,7 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 		if st.batching && pd.msg.DeliveryTime.IsZero() {
 			r, err = p.acc.Add(ctx, batchKey{t, q, m.MessageGroup}, pd, pd.size)
 		} else {
-			r, err = p.sendAlone(ctx, t, q, pd)
+			r, err = p.sendAloneReserved(ctx, t, q, pd)
 		}
 		if err == nil {
 			res := p.succeed(pd, t, r)
@@ -120,7 +122,8 @@ func (p *Producer) recycle(pd *pending) {
 
 // SendAsync sends one message without waiting for the outcome, which cb
 // receives exactly once. It blocks only while the buffered bytes are at
-// batching.totalBatchMaxBytes (or until ctx ends). Bad input is reported to
+// batching.totalBatchMaxBytes (or until ctx ends), and for a FIFO message
+// while no target of its topic is known yet. Bad input is reported to
 // cb before SendAsync returns; other outcomes arrive on the producer's
 // goroutines, so cb must be quick, must not block and must not call Close
 // (Close waits for every callback). ctx bounds the whole send, retries
@@ -148,7 +151,20 @@ func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func
 	pd.ctx, pd.cancel = p.sendContext(ctx, pd, st.sendDeadline)
 	pd.cb = cb
 	pd.onDone = func(r driver.SendResult, err error) { p.asyncOutcome(pd, r, err) }
-	p.dispatch(pd)
+	// The caller's goroutine may wait for buffer space but not for routes:
+	// when no target can be picked at once, the send goes on in the
+	// background, as a retry does. Except for a FIFO message: sends of a
+	// group in the background would race each other, so it waits here.
+	t, q, err := p.pickNow(pd)
+	if err != nil {
+		if pd.msg.MessageGroup != "" {
+			p.dispatch(pd)
+		} else {
+			go p.dispatch(pd)
+		}
+		return
+	}
+	p.attempt(pd, t, q)
 }
 
 // SendBatch sends several messages at once and returns one result per
@@ -225,10 +241,6 @@ func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings
 	}
 	pd := p.newPending()
 	*pd = pending{msg: m, topic: ts, props: m.Properties, size: m.size(), start: now}
-	if st.batching && int64(pd.size) > st.maxBuffered {
-		return nil, nil, fmt.Errorf("topic %q: message of %d bytes exceeds batching.totalBatchMaxBytes (%d): %w",
-			m.Topic, pd.size, st.maxBuffered, ErrBodyTooLarge)
-	}
 	if name, ok := lane.FromContext(ctx); ok && name != lane.Base {
 		if err := lane.Validate(name); err != nil {
 			return nil, nil, fmt.Errorf("topic %q: %w: %w", m.Topic, ErrMalformedLane, err)
@@ -238,6 +250,11 @@ func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings
 		props[lane.PropertyLane] = name
 		pd.props, pd.lane = props, name
 		pd.size += len(lane.PropertyLane) + len(name)
+	}
+	// Every send, batched or alone, counts against the cap while in flight.
+	if int64(pd.size) > st.maxBuffered {
+		return nil, nil, fmt.Errorf("topic %q: message of %d bytes exceeds batching.totalBatchMaxBytes (%d): %w",
+			m.Topic, pd.size, st.maxBuffered, ErrBodyTooLarge)
 	}
 	if m.MessageGroup != "" {
 		h := fnv.New64a()
@@ -265,23 +282,9 @@ func (p *Producer) unknownTopic(topic string) error {
 // so the group keeps one queue while that queue's broker is healthy.
 func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32, error) {
 	for {
-		var (
-			h   *failover.Handle[*brokerTarget]
-			err error
-		)
-		if pd.msg.MessageGroup != "" {
-			h, err = pickGroup(pd)
-		} else {
-			h, err = p.pickSticky(pd)
-		}
+		t, q, err := p.pickNow(pd)
 		if err == nil {
-			pd.handle = h
-			pd.attempts++
-			t := h.Value()
-			if pd.msg.MessageGroup != "" {
-				return t, t.queueFor(pd.groupHash), nil
-			}
-			return t, t.queue(pd.size, p.settings.Load().rotateBytes), nil
+			return t, q, nil
 		}
 		if !errors.Is(err, failover.ErrNoResource) {
 			return nil, 0, err
@@ -291,24 +294,52 @@ func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32,
 		// refresh.
 		if len(pd.tried) == 0 && !pd.refreshed {
 			pd.refreshed = true
-			base, _ := detach(ctx, 0)
-			p.refreshAll(base)
+			// Bounded by the send's deadline; a sendCtx cannot be derived
+			// from cheaply, its caller's context can.
+			base, left := detach(ctx, p.settings.Load().sendDeadline)
+			rctx, cancel := context.WithTimeout(base, left)
+			p.refreshAll(rctx)
+			cancel()
 			continue
 		}
 		pd.tried = pd.tried[:0]
 		pd.rounds++
 		pause := min(time.Duration(1<<min(pd.rounds, 10))*10*time.Millisecond, time.Second)
-		t := time.NewTimer(pause)
+		timer := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			timer.Stop()
 			if pd.lastErr != nil {
 				return nil, 0, fmt.Errorf("%w before the deadline (last failure: %v): %w", ErrNoTarget, pd.lastErr, ctx.Err())
 			}
 			return nil, 0, fmt.Errorf("%w (no cluster has a route): %w", ErrNoTarget, ctx.Err())
-		case <-t.C:
+		case <-timer.C:
 		}
 	}
+}
+
+// pickNow picks the target of the next attempt among the targets known now,
+// without waiting; ErrNoResource means there is none left to try.
+func (p *Producer) pickNow(pd *pending) (*brokerTarget, int32, error) {
+	var (
+		h   *failover.Handle[*brokerTarget]
+		err error
+	)
+	if pd.msg.MessageGroup != "" {
+		h, err = pickGroup(pd)
+	} else {
+		h, err = p.pickSticky(pd)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	pd.handle = h
+	pd.attempts++
+	t := h.Value()
+	if pd.msg.MessageGroup != "" {
+		return t, t.queueFor(pd.groupHash), nil
+	}
+	return t, t.queue(pd.size, p.settings.Load().rotateBytes), nil
 }
 
 // pickGroup returns, among the targets of the most preferred priority that
@@ -381,6 +412,11 @@ func (p *Producer) succeed(pd *pending, t *brokerTarget, r driver.SendResult) *S
 }
 
 func (p *Producer) fail(pd *pending, err error) error {
+	if !errors.Is(err, ErrClosed) && (errors.Is(err, batch.ErrClosed) || p.closed.Load() && errors.Is(err, driver.ErrClosed)) {
+		// Close gave up on this send: the accumulator or the client it
+		// was using is gone.
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	if pd.handle != nil {
 		t := pd.handle.Value()
 		if t.failed != nil {
@@ -393,22 +429,41 @@ func (p *Producer) fail(pd *pending, err error) error {
 	return fmt.Errorf("send to topic %q after %d attempts: %w", pd.msg.Topic, pd.attempts, err)
 }
 
-// dispatch starts one attempt of an asynchronous send.
+// dispatch picks a target, waiting for one as long as the send's context
+// allows, and starts one attempt of an asynchronous send.
 func (p *Producer) dispatch(pd *pending) {
 	t, q, err := p.pick(pd.ctx, pd)
 	if err != nil {
 		p.asyncFinish(pd, nil, p.fail(pd, err))
 		return
 	}
+	p.attempt(pd, t, q)
+}
+
+// attempt starts one attempt of an asynchronous send on target t, queue q:
+// into the accumulator, or alone, in the background once the message's
+// bytes are reserved. A FIFO message that goes alone waits in its group's
+// line (see fifoLines), so that a group has one request in flight.
+func (p *Producer) attempt(pd *pending, t *brokerTarget, q int32) {
+	key := batchKey{t, q, pd.msg.MessageGroup}
 	if p.settings.Load().batching && pd.msg.DeliveryTime.IsZero() {
-		err := p.acc.AddAsync(pd.ctx, batchKey{t, q, pd.msg.MessageGroup}, pd, pd.size, pd.onDone)
-		if err != nil {
+		if err := p.acc.AddAsync(pd.ctx, key, pd, pd.size, pd.onDone); err != nil {
 			p.asyncOutcome(pd, driver.SendResult{}, err)
 		}
 		return
 	}
+	release, err := p.acc.Reserve(pd.ctx, pd.size)
+	if err != nil {
+		p.asyncOutcome(pd, driver.SendResult{}, err)
+		return
+	}
+	if key.group != "" {
+		p.lines.add(p, key, pd, release)
+		return
+	}
 	go func() {
 		r, err := p.sendAlone(pd.ctx, t, q, pd)
+		release()
 		p.asyncOutcome(pd, r, err)
 	}()
 }

@@ -95,7 +95,7 @@ func (p *Producer) SendTransactional(ctx context.Context, m *Message) (*Transact
 		if err != nil {
 			return nil, p.fail(pd, err)
 		}
-		r, err := p.sendAlone(ctx, t, q, pd)
+		r, err := p.sendAloneReserved(ctx, t, q, pd)
 		if err == nil {
 			res := p.succeed(pd, t, r)
 			res.TransactionID = r.TransactionID

@@ -1,0 +1,71 @@
+package batch
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Reserve shares TotalBatchMaxBytes with buffered items: a reservation
+// holds items back until it is released, and a release given twice counts
+// once.
+func TestReserveSharesTheCap(t *testing.T) {
+	rec := newRecorder()
+	a := newAcc(t, Config{Limits: Limits{BatchMaxBytes: 100, TotalBatchMaxBytes: 100}}, rec.flush)
+	ctx := context.Background()
+
+	release, err := a.Reserve(ctx, 80)
+	require.NoError(t, err)
+	require.EqualValues(t, 80, a.BufferedBytes())
+
+	// An item that does not fit beside the reservation waits for it.
+	done := make(chan outcome, 1)
+	go func() {
+		v, err := a.Add(ctx, "k", 7, 30)
+		done <- outcome{v, err}
+	}()
+	waitUntil(t, func() bool { return a.budget.nwait.Load() == 1 }, "the item to wait for space")
+	release()
+	release()
+	out := recv(t, done)
+	require.NoError(t, out.err)
+	require.EqualValues(t, 0, a.BufferedBytes(), "the second release gave nothing back")
+
+	_, err = a.Reserve(ctx, 101)
+	require.ErrorIs(t, err, ErrTooLarge)
+	_, err = a.Reserve(ctx, -1)
+	require.ErrorIs(t, err, ErrInvalidSize)
+
+	// A reservation waiting for space gives up with its context.
+	hold, err := a.Reserve(ctx, 100)
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Reserve(cctx, 1)
+		errc <- err
+	}()
+	waitUntil(t, func() bool { return a.budget.nwait.Load() == 1 }, "the reservation to wait")
+	cancel()
+	require.ErrorIs(t, recv(t, errc), context.Canceled)
+	hold()
+	require.EqualValues(t, 0, a.BufferedBytes())
+
+	require.NoError(t, a.Close(ctx))
+	_, err = a.Reserve(ctx, 1)
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// With FailFast a reservation that does not fit fails at once.
+func TestReserveFailFast(t *testing.T) {
+	rec := newRecorder()
+	a := newAcc(t, Config{Limits: Limits{BatchMaxBytes: 100, TotalBatchMaxBytes: 100}, FailFast: true}, rec.flush)
+	release, err := a.Reserve(context.Background(), 60)
+	require.NoError(t, err)
+	_, err = a.Reserve(context.Background(), 60)
+	require.ErrorIs(t, err, ErrBufferFull)
+	release()
+	_, err = a.Reserve(context.Background(), 60)
+	require.NoError(t, err)
+}
