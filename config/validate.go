@@ -128,11 +128,34 @@ func validEndpoint(ep string) error {
 	if host == "" {
 		return fmt.Errorf("empty host")
 	}
+	if net.ParseIP(host) == nil && !hostName(host) {
+		return fmt.Errorf("host %q is neither an IP address nor a host name", host)
+	}
 	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
+	if err != nil || n < 1 || n > 65535 || port[0] < '0' || port[0] > '9' {
 		return fmt.Errorf("port %q must be a number in 1..65535", port)
 	}
 	return nil
+}
+
+// hostName reports whether h is a DNS name: dot-separated labels of
+// letters, digits, hyphens and underscores (seen in service names), none
+// empty, at most 253 bytes in all.
+func hostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (c *Config) validateTopics(ps *problems) {
