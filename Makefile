@@ -29,12 +29,12 @@ bench-store:
 # Producer: synchronous Send of 1 KB messages from 1, 16 and 64 senders,
 # batched and unbatched, against the embedded two-cluster broker, plus the
 # single-threaded failover picker; ends with one FIGURE line per figure.
-# The produce benchmark runs twice as long as the others: its figures are
-# medians of alternating rounds, and a shared machine makes single rounds
-# swing by a tenth or more.
-PRODUCE_BENCHTIME ?= 4s
+# The produce figures are medians of 15 alternating rounds per mode, each
+# PRODUCE_ROUND of wall time (a shared machine makes single rounds swing by
+# a tenth or more).
+PRODUCE_ROUND ?= 200ms
 bench-produce:
-	{ $(GO) test -run '^$$' -bench '^BenchmarkProduce$$' -benchtime $(PRODUCE_BENCHTIME) -timeout 10m ./producer/ && \
+	{ PRODUCE_ROUND=$(PRODUCE_ROUND) $(GO) test -run '^$$' -bench '^BenchmarkProduce$$' -benchtime 1x -timeout 10m ./producer/ && \
 	  $(GO) test -run '^$$' -bench '^BenchmarkPick$$/^n=5$$' -benchtime $(BENCHTIME) ./failover/ ; } | $(GO) run ./internal/benchfig
 
 # End-to-end consumption against the embedded brokers, one run of fixed

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,15 +15,32 @@ import (
 // benchRounds is how many rounds each mode runs per sub-benchmark. The
 // modes alternate round by round, so that a load spike from elsewhere on a
 // shared machine hits both alike; each figure is the median of its rounds.
-const benchRounds = 10
+const benchRounds = 15
+
+// benchRound is the wall time of one round of one mode, unless the
+// PRODUCE_ROUND environment variable gives another duration. Rounds are
+// timed rather than counted so that both modes sample the machine over
+// windows of the same length: with a count, batched rounds (five times the
+// rate) lasted a fifth as long and a passing stall weighed five times as
+// much on them.
+const benchRound = 200 * time.Millisecond
 
 // BenchmarkProduce measures synchronous Send of 1 KB messages from C
 // concurrent senders against the embedded two-cluster broker, with and
 // without batching, on the same brokers. For each C it publishes msgs/s
 // (median of the rounds) and the p99 latency (over all rounds) of both
 // modes as benchfig "fig:" metrics, and the CPU of the whole process
-// (producer and brokers) per message as cpu-us/msg.
+// (producer and brokers) per message as cpu-us/msg. Its length is set by
+// benchRounds and benchRound, not by b.N: run it with -benchtime 1x.
 func BenchmarkProduce(b *testing.B) {
+	round := benchRound
+	if v := os.Getenv("PRODUCE_ROUND"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			b.Fatalf("PRODUCE_ROUND=%q: want a positive duration", v)
+		}
+		round = d
+	}
 	env := startEnv(b, "bench")
 	body := make([]byte, 1024)
 	for i := range body {
@@ -31,7 +49,7 @@ func BenchmarkProduce(b *testing.B) {
 	// Warm the brokers' stores and the runtime up once, so that the first
 	// sub-benchmark does not pay for them.
 	warm := newProducer(b, WithConfig(docFor(env, "bench")))
-	if _, err := load(warm, 16, 8000, body); err != nil {
+	if _, err := load(warm, 16, round, body); err != nil {
 		b.Fatal(err)
 	}
 	for _, c := range []int{1, 16, 64} {
@@ -42,31 +60,32 @@ func BenchmarkProduce(b *testing.B) {
 				doc := docFor(env, "bench")
 				doc.Batching.Enabled = mode == "batched"
 				p := newProducer(b, WithConfig(doc))
-				if _, err := load(p, c, 256, body); err != nil {
+				if _, err := load(p, c, round/4, body); err != nil {
 					b.Fatal(err)
 				}
 				producers[mode] = p
 			}
-			perRound := max(b.N/(len(modes)*benchRounds), 1)
 			rates := map[string][]float64{}
 			lats := map[string][]time.Duration{}
 			cpus := map[string]time.Duration{}
+			sent := map[string]int{}
 			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
-			for round := range benchRounds {
+			for r := range benchRounds {
 				order := modes
-				if round%2 == 1 {
+				if r%2 == 1 {
 					order = []string{modes[1], modes[0]}
 				}
 				for _, mode := range order {
 					cpu0 := processCPU()
-					r, err := load(producers[mode], c, perRound, body)
+					res, err := load(producers[mode], c, round, body)
 					if err != nil {
 						b.Fatal(err)
 					}
 					cpus[mode] += processCPU() - cpu0
-					rates[mode] = append(rates[mode], float64(perRound)/r.elapsed.Seconds())
-					lats[mode] = append(lats[mode], r.latencies...)
+					rates[mode] = append(rates[mode], float64(len(res.latencies))/res.elapsed.Seconds())
+					lats[mode] = append(lats[mode], res.latencies...)
+					sent[mode] += len(res.latencies)
 				}
 			}
 			b.StopTimer()
@@ -77,7 +96,7 @@ func BenchmarkProduce(b *testing.B) {
 				p99 := lats[mode][min(len(lats[mode])-1, len(lats[mode])*99/100)]
 				b.ReportMetric(rate, fmt.Sprintf("fig:produce_%s_c%d_msgs_s", mode, c))
 				b.ReportMetric(float64(p99)/float64(time.Millisecond), fmt.Sprintf("fig:produce_%s_c%d_p99_ms", mode, c))
-				b.ReportMetric(float64(cpus[mode].Microseconds())/float64(perRound*benchRounds), mode+"-cpu-us/msg")
+				b.ReportMetric(float64(cpus[mode].Microseconds())/float64(max(sent[mode], 1)), mode+"-cpu-us/msg")
 			}
 		})
 	}
@@ -88,38 +107,41 @@ type loadResult struct {
 	latencies []time.Duration
 }
 
-// load sends n messages with Send from c goroutines and times each.
-func load(p *Producer, c, n int, body []byte) (loadResult, error) {
-	lat := make([]time.Duration, n)
+// load sends messages with Send from c goroutines for about d (each
+// sender starts no new send after d) and times each.
+func load(p *Producer, c int, d time.Duration, body []byte) (loadResult, error) {
 	var (
-		next     atomic.Int64
 		firstErr atomic.Pointer[error]
 		wg       sync.WaitGroup
 	)
+	lat := make([][]time.Duration, c)
 	ctx := context.Background()
 	start := time.Now()
-	for range c {
+	end := start.Add(d)
+	for i := range c {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			own := make([]time.Duration, 0, 4096)
 			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
 				t0 := time.Now()
+				if t0.After(end) {
+					break
+				}
 				if _, err := p.Send(ctx, &Message{Topic: "bench", Body: body}); err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 				}
-				lat[i] = time.Since(t0)
+				own = append(own, time.Since(t0))
 			}
+			lat[i] = own
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
 	if err := firstErr.Load(); err != nil {
 		return loadResult{}, *err
 	}
-	return loadResult{elapsed: time.Since(start), latencies: lat}, nil
+	return loadResult{elapsed: elapsed, latencies: slices.Concat(lat...)}, nil
 }
 
 // processCPU returns the user and system CPU time this process used so far.
