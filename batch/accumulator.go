@@ -52,6 +52,8 @@ type Accumulator[K comparable, T, R any] struct {
 	stop        chan struct{}
 	tickerDone  chan struct{}
 	limitsSet   chan struct{} // wakes the ticker to pick up a new MaxDelay
+	keyAdded    chan struct{} // wakes a sleeping ticker (see tickLoop)
+	asleep      atomic.Bool   // the ticker sleeps; for tests
 
 	flushCtx    context.Context
 	cancelFlush context.CancelFunc
@@ -84,6 +86,7 @@ func New[K comparable, T, R any](cfg Config, fn FlushFunc[K, T, R]) (*Accumulato
 		stop:        make(chan struct{}),
 		tickerDone:  make(chan struct{}),
 		limitsSet:   make(chan struct{}, 1),
+		keyAdded:    make(chan struct{}, 1),
 	}
 	lim := cfg.Limits
 	a.limits.Store(&lim)
@@ -261,11 +264,19 @@ func (a *Accumulator[K, T, R]) lockQueue(key K) *queue[K, T, R] {
 		a.mu.RUnlock()
 		if q == nil {
 			a.mu.Lock()
+			created := false
 			if q = a.queues[key]; q == nil {
 				q = &queue[K, T, R]{key: key}
 				a.queues[key] = q
+				created = true
 			}
 			a.mu.Unlock()
+			if created {
+				select {
+				case a.keyAdded <- struct{}{}:
+				default:
+				}
+			}
 		}
 		q.mu.Lock()
 		if !q.dead {

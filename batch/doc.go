@@ -47,7 +47,9 @@
 // the batches that would be older than MaxDelay by the next tick, so the
 // accumulator itself holds an item at most MaxDelay (plus scheduling), not
 // the 1.5 x MaxDelay of a "flush when older than MaxDelay" check at half
-// period. The same goroutine drops the state of keys idle for about a second.
+// period. The same goroutine drops the state of keys idle for about a second,
+// and once no key has state left it sleeps until one is added, so an idle
+// accumulator wakes nobody.
 // The ticker belongs to its Accumulator and stops in Close: closing one
 // accumulator never affects another.
 //

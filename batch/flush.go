@@ -176,20 +176,48 @@ func (a *Accumulator[K, T, R]) tickLoop() {
 	d := a.limits.Load().tick()
 	t := time.NewTicker(d)
 	defer t.Stop()
+	ticking := true
 	var qs []*queue[K, T, R]
 	for {
+		var tc <-chan time.Time
+		if ticking {
+			tc = t.C
+		}
 		select {
 		case <-a.stop:
 			return
 		case <-a.limitsSet:
 			if nd := a.limits.Load().tick(); nd != d {
 				d = nd
-				t.Reset(d)
+				if ticking {
+					t.Reset(d)
+				}
 			}
-		case <-t.C:
+		case <-a.keyAdded:
+			if !ticking {
+				t.Reset(d)
+				ticking = true
+				a.asleep.Store(false)
+			}
+		case <-tc:
 			qs = a.tick(qs)
+			if a.keys() == 0 {
+				// Nothing is buffered or in flight and every key's state
+				// is dropped: sleep until a key is added, rather than
+				// wake an idle process every half MaxDelay.
+				t.Stop()
+				ticking = false
+				a.asleep.Store(true)
+			}
 		}
 	}
+}
+
+// keys returns how many keys have state.
+func (a *Accumulator[K, T, R]) keys() int {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return len(a.queues)
 }
 
 // idleSpan is how long a key stays unused and empty before its state is

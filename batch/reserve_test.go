@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -68,4 +69,21 @@ func TestReserveFailFast(t *testing.T) {
 	release()
 	_, err = a.Reserve(context.Background(), 60)
 	require.NoError(t, err)
+}
+
+// The ticker sleeps once no key has state and wakes when one is added: a
+// lingering item added after a long idle spell still leaves on the timer.
+func TestTickerSleepsWhileIdle(t *testing.T) {
+	rec := newRecorder()
+	a := newAcc(t, Config{Limits: Limits{MaxDelay: 5 * time.Millisecond}, Linger: true}, rec.flush)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for round := range 2 {
+		start := time.Now()
+		_, err := a.Add(ctx, "k", round, 1)
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), time.Second, "the timer flushed the lingering item")
+		waitUntil(t, a.asleep.Load, "the ticker to sleep once the key's state is dropped")
+	}
+	require.Equal(t, 2, rec.itemCount())
 }
