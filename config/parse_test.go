@@ -149,6 +149,7 @@ func TestValidateEachRule(t *testing.T) {
 		{"consumers.g.lane", func(c *Config) { g := c.Consumers["g"]; g.Lane = "A..b"; c.Consumers["g"] = g }},
 		{"consumers.g.mode", func(c *Config) { g := c.Consumers["g"]; g.Mode = "push"; c.Consumers["g"] = g }},
 		{"lanes.leaseTTL", func(c *Config) { c.Lanes.LeaseTTL = 0 }},
+		{"lanes.leaseTTL", func(c *Config) { c.Lanes.LeaseTTL = Duration(time.Microsecond) }},
 		{"lanes.forwardTimeout", func(c *Config) { c.Lanes.ForwardTimeout = -1 }},
 	}
 	for i, tc := range cases {

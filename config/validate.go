@@ -24,6 +24,7 @@ const (
 	MaxMaxDelay          = time.Second
 	MaxConcurrency       = 4096
 	MaxMaxAttempts       = 1000
+	MinLeaseTTL          = 100 * time.Millisecond
 )
 
 // Problem is one broken rule, located by a JSON-like path.
@@ -301,8 +302,8 @@ func (c *Config) validateConsumers(ps *problems) {
 }
 
 func (c *Config) validateLanes(ps *problems) {
-	if c.Lanes.LeaseTTL <= 0 {
-		ps.add("lanes.leaseTTL", "%v must be positive", c.Lanes.LeaseTTL)
+	if c.Lanes.LeaseTTL < Duration(MinLeaseTTL) {
+		ps.add("lanes.leaseTTL", "%v must be at least %v (the lease is renewed every third of it)", c.Lanes.LeaseTTL, MinLeaseTTL)
 	}
 	if c.Lanes.ForwardTimeout <= 0 {
 		ps.add("lanes.forwardTimeout", "%v must be positive", c.Lanes.ForwardTimeout)

@@ -50,6 +50,11 @@ func (c *Consumer) dispatch(bl *brokerLoop, msgs []*driver.ReceivedMessage, dead
 		d := &delivery{bl: bl, raw: m, handle: m.ReceiptHandle, deadline: deadline,
 			msg: newMessage(c.topic, bl.cr.name, m)}
 		c.met.receivedFrom(bl.cr.name, m.DeliveryAttempt)
+		if raw := m.Properties[lane.PropertyLane]; raw != d.msg.Lane {
+			c.met.malformedLane()
+			c.log.Warn("message has a malformed lane; handling it as base", zap.String("message_id", m.ID),
+				zap.String("lane", raw))
+		}
 		c.tracker.add(d)
 		ds[i] = d
 	}
@@ -138,7 +143,12 @@ func (c *Consumer) processOrdered(seq []*delivery) {
 				c.nackRest(seq[i:], 0)
 				return
 			}
-			d.msg.DeliveryAttempt++
+			// The next attempt gets a message of its own: the handler
+			// that failed may have kept the one it was given, which the
+			// consumer promises not to touch again.
+			next := *d.msg
+			next.DeliveryAttempt++
+			d.msg = &next
 		}
 		c.done()
 	}

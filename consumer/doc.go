@@ -99,11 +99,17 @@
 // What a forward proves decides what happens next, so that no message is
 // handled by two lanes:
 //
-//   - Not delivered (the connection could not be made within 2 s, or the
-//     target answered NOT_MY_LANE: it is closing, moved lane, or the caller
-//     lacked the token): the handler did not run there. Another instance of
-//     the lane is tried, then the next fallback level with the lane counted
-//     as dead, down to base.
+//   - Not delivered (the connection could not be made within 2 s or its
+//     last attempt failed, gRPC refused the call before the service saw it
+//     (a message over the peer's size limit, a peer without the service),
+//     or the target answered NOT_MY_LANE: it is closing, moved lane, or the
+//     caller lacked the token): the handler did not run there. Another
+//     instance of the lane is tried, then the next fallback level with the
+//     lane counted as dead, down to base. A connection whose last attempt
+//     failed is tried again at once (at most every 100 ms), so an instance
+//     back at the same address takes the next forwards. Forwarded
+//     deliveries may be as large as the largest body the client decodes
+//     (64 MiB).
 //   - Unknown (the call failed after it may have reached the target, or
 //     lanes.forwardTimeout passed): the target may have run the handler, so
 //     no other lane is tried. The message is held: made visible again after
@@ -147,6 +153,6 @@
 // received_total{cluster}, redeliveries_total, handled_total{result},
 // handler_duration_seconds, forwarded_total{result}, forward_duration_
 // seconds, fallback_level_total{level}, forward_served_total{result},
-// held_total, dead_letters_total{reason} and settle_errors_total{op}, plus
-// the RocketMQ clients' twinmq_driver_* series.
+// held_total, dead_letters_total{reason}, settle_errors_total{op} and
+// malformed_lane_total, plus the RocketMQ clients' twinmq_driver_* series.
 package consumer

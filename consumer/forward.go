@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/twinmq/twinmq/internal/driver"
 	"github.com/twinmq/twinmq/internal/pb/forwardpb"
 	"github.com/twinmq/twinmq/lane"
 )
@@ -41,9 +42,27 @@ type forwarder struct {
 }
 
 type fconn struct {
-	cc   *grpc.ClientConn
-	refs int  // forwards using it; guarded by forwarder.mu
-	gone bool // dropped from the snapshot: close when refs reaches 0
+	cc     *grpc.ClientConn
+	refs   int  // forwards using it; guarded by forwarder.mu
+	gone   bool // dropped from the snapshot: close when refs reaches 0
+	kicked atomic.Int64
+}
+
+// kickEvery bounds how often a failed forward cuts a connection's
+// reconnect backoff short.
+const kickEvery = 100 * time.Millisecond
+
+// kick makes a connection in its reconnect backoff try again now, at most
+// every kickEvery: an instance that restarted at the same address then
+// takes the next forwards instead of those of the next second or so, and a
+// dead one costs a failed connection attempt per kickEvery at most.
+func (fc *fconn) kick() {
+	now := time.Now().UnixNano()
+	last := fc.kicked.Load()
+	if now-last < int64(kickEvery) || !fc.kicked.CompareAndSwap(last, now) {
+		return
+	}
+	fc.cc.ResetConnectBackoff()
 }
 
 func newForwarder(c *Consumer) *forwarder {
@@ -65,6 +84,7 @@ func (f *forwarder) acquire(addr string) (*fconn, error) {
 	}
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxForwardBytes), grpc.MaxCallRecvMsgSize(maxForwardBytes)),
 		// A restarted instance must be usable within a second or two,
 		// not after gRPC's default two-minute backoff.
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -108,8 +128,15 @@ func (f *forwarder) close() {
 	f.retain(nil)
 }
 
+// maxForwardBytes bounds a forwarded delivery, both ways: the largest body
+// the driver decodes, with room for the message's properties. gRPC's
+// default of 4 MiB would refuse large messages that the broker delivers.
+const maxForwardBytes = driver.MaxDecodedBody + 4<<20
+
 // ready waits until cc is connected. false means the connection could not
-// be made: nothing was sent on it.
+// be made: nothing was sent on it. A connection in its reconnect backoff
+// (its last attempt failed) gives up at once rather than hold the message
+// for the rest of ctx; see kick for how it comes back.
 func ready(ctx context.Context, cc *grpc.ClientConn) bool {
 	for {
 		s := cc.GetState()
@@ -146,6 +173,7 @@ func (f *forwarder) deliver(d *delivery, in lane.Instance, target string) (strin
 	ok := ready(cctx, cc)
 	ccancel()
 	if !ok {
+		fc.kick()
 		return fwdUnreachable, fmt.Errorf("instance %s at %s: not reachable (%s)", in.ID, in.Addr, cc.GetState())
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, ForwardTokenHeader, c.opts.forwardToken)
@@ -157,8 +185,14 @@ func (f *forwarder) deliver(d *delivery, in lane.Instance, target string) (strin
 		Message:        toForwarded(d.msg),
 	})
 	if err != nil {
-		if status.Code(err) == codes.Unauthenticated {
+		switch status.Code(err) {
+		case codes.Unauthenticated:
 			return fwdRefused, fmt.Errorf("instance %s at %s: %w: %v", in.ID, in.Addr, ErrUnauthenticated, err)
+		case codes.ResourceExhausted, codes.InvalidArgument, codes.Unimplemented:
+			// gRPC refused the call before the service saw it (a message
+			// over a peer's limit, a peer without the service): the
+			// handler did not run.
+			return fwdRefused, fmt.Errorf("instance %s at %s refused the delivery: %w", in.ID, in.Addr, err)
 		}
 		return fwdUnknown, fmt.Errorf("instance %s at %s: %w", in.ID, in.Addr, err)
 	}
@@ -198,7 +232,7 @@ func newForwardServer(c *Consumer) (*forwardServer, error) {
 	if c.opts.forwardAddr != "" {
 		s.addr = c.opts.forwardAddr
 	}
-	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authenticate)}
+	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authenticate), grpc.MaxRecvMsgSize(maxForwardBytes)}
 	if c.opts.forwardServer != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(c.opts.forwardServer)))
 	}

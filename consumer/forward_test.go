@@ -188,20 +188,10 @@ func TestHoldWithoutBase(t *testing.T) {
 // document's, and a new document moves its registration.
 func TestLaneFollowsConfig(t *testing.T) {
 	reg := newRegistry(t)
-	f := newFakeBroker()
-	doc := func(ln string) *config.Config {
-		cfg := fakeDoc(config.Consumer{Lane: ln})
-		cfg.Lanes.LeaseTTL = config.Duration(2 * time.Second)
-		return cfg
-	}
-	versions := make(chan config.Version, 1)
-	versions <- config.Version{Config: doc("a"), Revision: "1"}
-	c := newFakeConsumer(t, f, func(context.Context, *Message) error { return nil },
-		WithSource(config.Chan(versions)), WithLaneRegistry(reg), WithForwardToken(testToken))
-	waitLanes(t, c, "a")
+	c, versions := reloadableLaneConsumer(t, reg, "a", 2*time.Second)
 	assert.Equal(t, "a", c.Lane())
 
-	versions <- config.Version{Config: doc("b.c"), Revision: "2"}
+	versions <- config.Version{Config: lanesDoc("b.c", 2*time.Second), Revision: "2"}
 	require.Eventually(t, func() bool {
 		snap := c.lanes.state.Load().snap
 		return c.Lane() == "b.c" && snap.Live("b.c") && !snap.Live("a")

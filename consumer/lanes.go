@@ -28,6 +28,7 @@ type laneRouter struct {
 	leaseMu sync.Mutex
 	lease   lane.Lease
 	leaving bool
+	retuned chan struct{} // wakes keepLease after a reload moved the lease
 
 	ctx    context.Context // ends the lease and watch loops
 	cancel context.CancelFunc
@@ -45,7 +46,7 @@ type routeState struct {
 }
 
 func newLaneRouter(ctx context.Context, c *Consumer, ls *liveSettings) (*laneRouter, error) {
-	r := &laneRouter{c: c, reg: c.opts.registry}
+	r := &laneRouter{c: c, reg: c.opts.registry, retuned: make(chan struct{}, 1)}
 	r.state.Store(&routeState{snap: lane.Snapshot{Group: c.group}, pickers: map[string]*failover.Picker[lane.Instance]{}})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	var err error
@@ -147,31 +148,40 @@ func (r *laneRouter) apply(snap lane.Snapshot) {
 
 // keepLease renews the registration at a third of its TTL and registers
 // again if the lease was lost (the registry restarted, or a pause outlived
-// the TTL).
+// the TTL) or no longer matches the live settings (a reload's move to a
+// new lane or TTL that failed). A reload wakes it, so that a shorter TTL
+// is renewed in time.
 func (r *laneRouter) keepLease() {
 	defer r.wg.Done()
 	for {
 		r.leaseMu.Lock()
 		lease := r.lease
 		r.leaseMu.Unlock()
-		if !sleep(r.ctx, lease.TTL()/3) {
+		t := time.NewTimer(lease.TTL() / 3)
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
 			return
+		case <-r.retuned:
+			t.Stop()
+			continue
+		case <-t.C:
 		}
 		r.leaseMu.Lock()
 		if r.leaving {
 			r.leaseMu.Unlock()
 			return
 		}
+		ls := r.c.live.Load()
 		lease = r.lease
 		ctx, cancel := context.WithTimeout(r.ctx, lease.TTL()/3)
-		err := lease.Renew(ctx)
-		if errors.Is(err, lane.ErrLeaseExpired) {
+		var err error
+		if lease.Instance().Lane != ls.lane || lease.TTL() != ls.leaseTTL {
+			r.c.log.Info("lane registration differs from the configuration; registering again", zap.String("lane", ls.lane))
+			err = r.registerLocked(ctx, ls)
+		} else if err = lease.Renew(ctx); errors.Is(err, lane.ErrLeaseExpired) {
 			r.c.log.Warn("lane lease lost; registering again", zap.Error(err))
-			ls := r.c.live.Load()
-			var nl lane.Lease
-			if nl, err = r.reg.Register(ctx, r.instance(ls), ls.leaseTTL); err == nil {
-				r.lease = nl
-			}
+			err = r.registerLocked(ctx, ls)
 		}
 		cancel()
 		r.leaseMu.Unlock()
@@ -181,9 +191,21 @@ func (r *laneRouter) keepLease() {
 	}
 }
 
-// reregister moves the registration to a new lane or TTL. Registering the
-// same instance id replaces the old entry in one step, so the instance is
-// never absent from the registry.
+// registerLocked registers the instance ls describes and keeps its lease.
+// Registering the same instance id replaces the old entry in one step, so
+// the instance is never absent from the registry. r.leaseMu is held.
+func (r *laneRouter) registerLocked(ctx context.Context, ls *liveSettings) error {
+	lease, err := r.reg.Register(ctx, r.instance(ls), ls.leaseTTL)
+	if err != nil {
+		return err
+	}
+	r.lease = lease
+	return nil
+}
+
+// reregister moves the registration to a new lane or TTL, and wakes the
+// lease loop so that it renews at the pace of the new TTL. A move that
+// fails is retried by the lease loop at its next renewal.
 func (r *laneRouter) reregister(ls *liveSettings) {
 	r.leaseMu.Lock()
 	defer r.leaseMu.Unlock()
@@ -192,12 +214,16 @@ func (r *laneRouter) reregister(ls *liveSettings) {
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, ls.requestTimeout)
 	defer cancel()
-	lease, err := r.reg.Register(ctx, r.instance(ls), ls.leaseTTL)
-	if err != nil {
+	defer func() {
+		select {
+		case r.retuned <- struct{}{}:
+		default:
+		}
+	}()
+	if err := r.registerLocked(ctx, ls); err != nil {
 		r.c.log.Error("could not move the lane registration; the lease loop retries", zap.String("lane", ls.lane), zap.Error(err))
 		return
 	}
-	r.lease = lease
 	r.c.log.Info("lane registration moved", zap.String("lane", ls.lane))
 }
 
@@ -241,11 +267,7 @@ func (r *laneRouter) shutdown(ctx context.Context) {
 func (r *laneRouter) route(d *delivery, ls *liveSettings) outcome {
 	c := r.c
 	st := r.state.Load()
-	msgLane := d.msg.Lane
-	if raw := d.msg.Properties[lane.PropertyLane]; raw != msgLane {
-		c.log.Warn("message has a malformed lane; routing it as base", zap.String("message_id", d.msg.ID),
-			zap.String("lane", raw))
-	}
+	msgLane := d.msg.Lane // base when malformed, counted on receipt
 	var live lane.LiveSet = st.snap
 	for {
 		dec := lane.Route(msgLane, ls.lane, live)

@@ -44,6 +44,7 @@ type metrics struct {
 	held        prometheus.Counter
 	deadLetters *prometheus.CounterVec // reason
 	ackErrors   *prometheus.CounterVec // op
+	malformed   prometheus.Counter
 	all         []prometheus.Collector
 }
 
@@ -83,9 +84,13 @@ func newMetrics(reg prometheus.Registerer, group, topic string) (*metrics, error
 		}),
 		deadLetters: counter("dead_letters_total", "Messages moved to the dead-letter topic, by reason: max_attempts, undecodable.", "reason"),
 		ackErrors:   counter("settle_errors_total", "Failed broker calls settling a delivery, by operation: ack, nack, renew, dead_letter.", "op"),
+		malformed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "twinmq", Subsystem: "consumer", Name: "malformed_lane_total", ConstLabels: cl,
+			Help: "Messages received with a malformed lane property, handled as base.",
+		}),
 	}
 	m.all = []prometheus.Collector{m.received, m.redelivered, m.handled, m.latency, m.forwarded, m.fwdLatency,
-		m.fallback, m.served, m.held, m.deadLetters, m.ackErrors}
+		m.fallback, m.served, m.held, m.deadLetters, m.ackErrors, m.malformed}
 	for i, c := range m.all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range m.all[:i] {
@@ -165,5 +170,11 @@ func (m *metrics) deadLetter(reason string) {
 func (m *metrics) settleError(op string) {
 	if m != nil {
 		m.ackErrors.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *metrics) malformedLane() {
+	if m != nil {
+		m.malformed.Inc()
 	}
 }

@@ -258,9 +258,9 @@ func digestMismatch(d *rmqpb.Digest, got []byte) error {
 	return fmt.Errorf("%s digest %s does not match body (%s)", d.GetType(), truncate(d.GetChecksum(), 64), hex.EncodeToString(got))
 }
 
-// maxDecodedBody bounds decompression so a hostile body cannot exhaust
+// MaxDecodedBody bounds decompression so a hostile body cannot exhaust
 // memory (the protocol's maximum body is 4 MiB before compression).
-const maxDecodedBody = 64 << 20
+const MaxDecodedBody = 64 << 20
 
 // decodeBody decompresses a body the server marked GZIP. Older producers
 // wrote zlib under the same flag, so both are recognised by their magic
@@ -280,12 +280,12 @@ func decodeBody(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	out, err := io.ReadAll(io.LimitReader(r, maxDecodedBody+1))
+	out, err := io.ReadAll(io.LimitReader(r, MaxDecodedBody+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(out) > maxDecodedBody {
-		return nil, fmt.Errorf("decoded body exceeds %d bytes", maxDecodedBody)
+	if len(out) > MaxDecodedBody {
+		return nil, fmt.Errorf("decoded body exceeds %d bytes", MaxDecodedBody)
 	}
 	return out, nil
 }
