@@ -69,11 +69,14 @@ type Cluster struct {
 	Name string `json:"name"`
 	// Endpoints are the proxy addresses, "host:port" each.
 	Endpoints []string `json:"endpoints"`
-	// Topic is the physical topic on this cluster; it defaults to the
-	// logic topic's name.
+	// Topic is the physical topic on this cluster. Parse sets it to the
+	// logic topic's name when the document leaves it out; a Config built in
+	// Go must set it.
 	Topic string `json:"topic,omitempty"`
-	// Weight is the share of traffic in its priority group when healthy
-	// (default 100). 0 drains the cluster without removing it.
+	// Weight is the share of traffic in its priority group when healthy.
+	// Parse sets it to DefaultWeight (100) when the document leaves it out;
+	// in a Config built in Go, 0 means what it means in a document: the
+	// cluster is drained without being removed.
 	Weight int `json:"weight"`
 	// Priority orders the clusters: 0 is tried first (the local data
 	// centre); traffic spills to higher numbers as health drops.

@@ -2,8 +2,8 @@ package consumer
 
 import "errors"
 
-// Sentinel errors. Every error the consumer returns for bad input or a
-// closed consumer wraps one of these, so callers test them with errors.Is.
+// Sentinel errors. Every error the consumer returns for bad input wraps one
+// of these, so callers test them with errors.Is.
 var (
 	// ErrInvalidConfig means the options or the configuration given to New
 	// are unusable; the message says which and how to mend it.

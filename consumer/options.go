@@ -130,12 +130,16 @@ func WithOrdered() Option { return func(o *options) { o.ordered = true } }
 
 // WithInvisibleDuration sets how long a received message stays hidden
 // before it must be acked or extended (default DefaultInvisibleDuration).
-// RocketMQ requires at least 10 s; the embedded broker can allow less for
-// tests.
+// RocketMQ requires at least 10 s and refuses every receive below that
+// (logged at Error); the embedded broker can allow less for tests
+// (embedded.Options.MinInvisibleDuration).
 func WithInvisibleDuration(d time.Duration) Option { return func(o *options) { o.invisible = d } }
 
 // WithLongPolling sets how long a receive waits at a broker for messages;
-// the default is what the server pushes (20 s for RocketMQ).
+// the default is what the server pushes (20 s for RocketMQ). RocketMQ
+// requires at least 5 s and refuses every receive below that (logged at
+// Error, as ILLEGAL_POLLING_TIME); the embedded broker can allow less for
+// tests (embedded.Options.MinLongPolling).
 func WithLongPolling(d time.Duration) Option { return func(o *options) { o.polling = d } }
 
 // WithBatchSize sets the most messages asked for per receive (1..32,

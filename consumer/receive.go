@@ -100,6 +100,7 @@ func (bl *brokerLoop) run() {
 	ctx := bl.cr.ctx
 	attemptID := newAttemptID()
 	failWait := time.Duration(0)
+	lastRefusal := "" // the last refusal logged at Warn, so that a lasting one is logged once
 	for ctx.Err() == nil {
 		free, err := c.inflight.waitFree(ctx)
 		if err != nil {
@@ -124,15 +125,25 @@ func (bl *brokerLoop) run() {
 			if !errors.Is(err, driver.ErrTooManyRequests) {
 				failWait = min(max(2*failWait, minFailBackoff), maxFailBackoff)
 				wait = failWait
-				c.log.Debug("receive failed", zap.String("cluster", bl.cr.name), zap.String("endpoint", bl.endpoint),
-					zap.Duration("retry_in", wait), zap.Error(err))
+				fields := []zap.Field{zap.String("cluster", bl.cr.name), zap.String("endpoint", bl.endpoint),
+					zap.Duration("retry_in", wait), zap.Error(err)}
+				switch {
+				case driver.Retryable(err):
+					c.log.Debug("receive failed", fields...)
+				case err.Error() != lastRefusal:
+					// The broker refuses the request itself (settings
+					// below its floors, a forbidden group): retrying will
+					// not mend it, so say so where an operator looks.
+					lastRefusal = err.Error()
+					c.log.Error("the broker refuses to deliver to this consumer; check its settings", fields...)
+				}
 			}
 			if !sleep(ctx, wait) {
 				return
 			}
 			continue
 		}
-		failWait = 0
+		failWait, lastRefusal = 0, ""
 		if len(msgs) == 0 {
 			continue
 		}

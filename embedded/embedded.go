@@ -19,15 +19,23 @@ import (
 // ErrInvalidOptions is wrapped by Start's errors for bad Options.
 var ErrInvalidOptions = errors.New("embedded: invalid options")
 
-// MessageType is the kind of messages a topic accepts.
+// MessageType is the kind of messages a topic accepts, as RocketMQ 5's
+// topic attribute message.type: a broker refuses a message of another kind
+// (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE).
 type MessageType int
 
-// Topic types, as RocketMQ 5's topic attribute message.type.
+// Topic types.
 const (
+	// Normal accepts ordinary messages only; the zero value.
 	Normal MessageType = iota
+	// FIFO accepts messages with a message group only.
 	FIFO
+	// Delay accepts messages with a delivery time only.
 	Delay
+	// Transaction accepts transactional (half) messages only.
 	Transaction
+	// Mixed accepts every kind: what tests that send delayed, FIFO and
+	// ordinary messages to one topic want.
 	Mixed
 )
 
@@ -52,7 +60,9 @@ type Topic struct {
 	Name string
 	// Queues per broker, default 8.
 	Queues int
-	Type   MessageType
+	// Type is the kind of messages the topic accepts; the zero value is
+	// Normal (ordinary messages only), Mixed takes every kind.
+	Type MessageType
 	// BatchCQ indexes each sent batch as one consume-queue entry (the
 	// store's batch consume queue), for topics fed mostly by batches.
 	BatchCQ bool

@@ -200,3 +200,17 @@ func TestAloneMessagesCountAgainstTheCap(t *testing.T) {
 	require.Zero(t, failed.Load())
 	require.EqualValues(t, total, accepted.Load())
 }
+
+// A send that finds no route says why: the clusters' last route errors.
+func TestNoRouteErrorSaysWhy(t *testing.T) {
+	env := startEnv(t, "real")
+	doc := docFor(env, "typo")
+	p := newProducer(t, WithConfig(doc))
+	ctx, cancel := context.WithTimeout(testCtx(t), time.Second)
+	defer cancel()
+	_, err := p.Send(ctx, &Message{Topic: "typo", Body: []byte("x")})
+	require.ErrorIs(t, err, ErrNoTarget)
+	for _, c := range env.Clusters() {
+		require.Contains(t, err.Error(), c.Name+": route of topic \"typo\"")
+	}
+}

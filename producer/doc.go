@@ -48,8 +48,8 @@
 //     is the limit and slower where the CPU is, so the producer measures:
 //     it starts with two, tries the other width for a moment every 200 ms
 //     (less often, down to every 3.2 s, while the trials confirm the
-//     choice) and keeps whichever delivered more messages per second (see
-//     spread.go); below 8 messages per batch it returns to one. A
+//     choice) and keeps whichever delivered more messages per second;
+//     below 8 messages per batch it returns to one. A
 //     failed request, a broker going down and a reload end the stickiness
 //     at once.
 //  4. Accumulate under the key (cluster, broker endpoint, physical topic,

@@ -19,7 +19,9 @@ var (
 	// ErrEmptyBody means the message has no body; RocketMQ refuses empty
 	// bodies.
 	ErrEmptyBody = errors.New("producer: empty message body")
-	// ErrBodyTooLarge means the body exceeds the configured maximum.
+	// ErrBodyTooLarge means the body exceeds DefaultMaxBodyBytes (a RocketMQ
+	// proxy's default limit), or the message, properties and lane
+	// included, exceeds batching.totalBatchMaxBytes.
 	ErrBodyTooLarge = errors.New("producer: message body too large")
 	// ErrReservedProperty means a user property uses a key that RocketMQ or
 	// this SDK reserves for itself.

@@ -60,7 +60,9 @@ type SendResult struct {
 	// pick another queue; the offset is then in the queue it picked.
 	QueueID int32
 	// Offset is the message's queue offset (for a batch, the first offset
-	// plus the message's index in it).
+	// plus the message's index in it). For a delayed message it is the
+	// position the broker gave the message while it waits for its time,
+	// not a position in the topic's queue.
 	Offset int64
 	// Lane is the lane stamped on the message ("" for the base lane).
 	Lane string

@@ -334,7 +334,7 @@ func TestSendBatchReportsPerMessageFailures(t *testing.T) {
 	require.NoError(t, be.Errs[0])
 	require.Error(t, be.Errs[1])
 	require.ErrorIs(t, be.Errs[1], driver.ErrBadRequest)
-	require.Contains(t, be.Errs[1].Error(), "after 1 attempts", "a refused message is not retried")
+	require.Contains(t, be.Errs[1].Error(), "after 1 attempt(s)", "a refused message is not retried")
 	require.NoError(t, be.Errs[2])
 	require.NotNil(t, res[0])
 	require.Nil(t, res[1])

@@ -312,10 +312,25 @@ func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32,
 			if pd.lastErr != nil {
 				return nil, 0, fmt.Errorf("%w before the deadline (last failure: %v): %w", ErrNoTarget, pd.lastErr, ctx.Err())
 			}
-			return nil, 0, fmt.Errorf("%w (no cluster has a route): %w", ErrNoTarget, ctx.Err())
+			return nil, 0, fmt.Errorf("%w (no cluster has a route%s): %w", ErrNoTarget, p.routeErrors(pd.topic), ctx.Err())
 		case <-timer.C:
 		}
 	}
+}
+
+// routeErrors describes why ts's clusters have no route, for an error
+// message: "; <cluster>: <error>" for each cluster whose last route query
+// failed.
+func (p *Producer) routeErrors(ts *topicState) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	for _, c := range ts.clusters {
+		if c.routeErr != nil {
+			fmt.Fprintf(&b, "; %s: %v", c.name, c.routeErr)
+		}
+	}
+	return b.String()
 }
 
 // pickNow picks the target of the next attempt among the targets known now,
@@ -426,7 +441,7 @@ func (p *Producer) fail(pd *pending, err error) error {
 	if pd.topic.latency != nil {
 		pd.topic.latency.Observe(time.Since(pd.start).Seconds())
 	}
-	return fmt.Errorf("send to topic %q after %d attempts: %w", pd.msg.Topic, pd.attempts, err)
+	return fmt.Errorf("send to topic %q failed after %d attempt(s): %w", pd.msg.Topic, pd.attempts, err)
 }
 
 // dispatch picks a target, waiting for one as long as the send's context

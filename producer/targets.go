@@ -75,7 +75,8 @@ type clusterEntry struct {
 	priority int
 	brokers  []*brokerTarget
 	routeSig string
-	routing  bool // a route query runs
+	routing  bool  // a route query runs
+	routeErr error // of the last route query, nil once one succeeded
 }
 
 // sameAs reports whether c describes the same cluster as n, so that its
@@ -280,8 +281,22 @@ func (p *Producer) refreshAll(ctx context.Context) {
 				err := p.refreshCluster(ctx, ts, c)
 				p.mu.Lock()
 				c.routing = false
+				if err != nil && ctx.Err() != nil {
+					// Cut short: it says nothing of the cluster.
+					p.mu.Unlock()
+					return
+				}
+				changed := (err == nil) != (c.routeErr == nil) || err != nil && err.Error() != c.routeErr.Error()
+				c.routeErr = err
 				p.mu.Unlock()
-				if err != nil && ctx.Err() == nil {
+				switch {
+				case err != nil && changed:
+					// A topic missing on the cluster, refused credentials,
+					// an unreachable access point: said once at Warn, then
+					// at Debug while it lasts.
+					p.log.Warn("route of a cluster unavailable; its brokers take no traffic", zap.String("topic", ts.name),
+						zap.String("cluster", c.name), zap.Error(err))
+				case err != nil:
 					p.log.Debug("route refresh failed", zap.String("topic", ts.name),
 						zap.String("cluster", c.name), zap.Error(err))
 				}
