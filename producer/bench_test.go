@@ -69,7 +69,6 @@ func BenchmarkProduce(b *testing.B) {
 			lats := map[string][]time.Duration{}
 			cpus := map[string]time.Duration{}
 			sent := map[string]int{}
-			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
 			for r := range benchRounds {
 				order := modes
