@@ -486,3 +486,29 @@ func TestFilterScansPastLongNonMatchingRuns(t *testing.T) {
 	}
 	assert.Equal(t, []string{"wanted"}, got)
 }
+
+// A group reading its own dead-letter topic gets the copy, although it
+// carries more attempts than the group allows, and the topic does not grow
+// (each pop used to append the copy to the topic it read).
+func TestGroupReadsItsOwnDeadLetterTopic(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr(), "client-dlq-loop")
+	c.sendN("normal", 1)
+	for i := 0; i < 3; i++ {
+		var r received
+		for j := 0; j < 20 && len(r.messages) == 0; j++ {
+			r = c.receive("g3", "normal", 1, 10*time.Second, 200*time.Millisecond)
+		}
+		require.Len(t, r.messages, 1)
+		require.Equal(t, rmqpb.Code_OK, c.change("g3", "normal", r.messages[0].GetSystemProperties().GetReceiptHandle(), 0).GetStatus().GetCode())
+	}
+	r := c.receive("g3", "normal", 1, 10*time.Second, 200*time.Millisecond)
+	require.Empty(t, r.messages)
+	dlq := DLQTopic("g3")
+	_, before := b.store.Offsets(dlq, 0)
+	require.Equal(t, int64(1), before)
+	got := c.receive("g3", dlq, 1, 10*time.Second, 300*time.Millisecond)
+	require.Len(t, got.messages, 1)
+	_, after := b.store.Offsets(dlq, 0)
+	require.Equal(t, before, after, "the dead-letter topic grew by itself")
+}

@@ -81,6 +81,9 @@
 // topic sees the same delivery_attempt as on RocketMQ: attempts made + 2
 // after an automatic move (the pop that found the attempts used up counts,
 // as the proxy's), attempts made + 1 after ForwardMessageToDeadLetterQueue.
+// A group reading its own dead-letter topic is the exception: its messages
+// are delivered whatever their attempts, and never dead-lettered again
+// (into the topic being read, each pop would append them once more).
 // A FIFO group's queue delivers nothing while
 // one of its messages is in flight, and redelivers strictly by offset.
 // Messages the tag filter excludes are acked on the way, as the proxy does.

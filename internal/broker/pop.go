@@ -174,6 +174,14 @@ func newGroupTopic(group, topic string) *groupTopic {
 	return &groupTopic{group: group, topic: topic, queues: map[int32]*queueState{}, changed: make(chan struct{})}
 }
 
+// deadLetters reports whether the group moves messages of this topic that
+// used up their attempts to its dead-letter topic. Not when the topic is
+// that dead-letter topic: a copy there carries more attempts than the
+// group allows, and each pop would append it again to the very topic it
+// reads, for ever. A group reading its own dead-letter topic gets every
+// message, however many attempts it carries, and redeliveries go on.
+func (g *groupTopic) deadLetters() bool { return g.topic != DLQTopic(g.group) }
+
 func (g *groupTopic) signalLocked() {
 	close(g.changed)
 	g.changed = make(chan struct{})
@@ -324,7 +332,7 @@ func (b *Broker) redeliverLocked(ctx context.Context, g *groupTopic, qid int32, 
 			qs.markDone(e.offset)
 			continue
 		}
-		if made := carried(m) + e.attempts; made >= opts.maxAttempts {
+		if made := carried(m) + e.attempts; made >= opts.maxAttempts && g.deadLetters() {
 			// The delivery this pop would make is one too many: the
 			// dead-letter copy counts it, as the proxy's does.
 			if err := b.deadLetter(ctx, g.group, m, made+1); err != nil {
@@ -395,7 +403,7 @@ func (b *Broker) popNewLocked(ctx context.Context, g *groupTopic, qid int32, qs 
 				qs.track(e)
 				continue
 			}
-			if made := carried(m); made >= opts.maxAttempts {
+			if made := carried(m); made >= opts.maxAttempts && g.deadLetters() {
 				// Arrived with its attempts used up (a copy read from a
 				// dead-letter topic by a group with fewer attempts, or a
 				// send that set delivery_attempt): straight to this
