@@ -29,7 +29,7 @@ bench-store:
 # Producer: synchronous Send of 1 KB messages from 1, 16 and 64 senders,
 # batched and unbatched, against the embedded two-cluster broker, plus the
 # single-threaded failover picker; ends with one FIGURE line per figure.
-# The produce figures are medians of 15 alternating rounds per mode, each
+# The produce figures are medians of 25 alternating rounds per mode, each
 # PRODUCE_ROUND of wall time (a shared machine makes single rounds swing by
 # a tenth or more).
 PRODUCE_ROUND ?= 200ms

@@ -15,7 +15,7 @@ import (
 // benchRounds is how many rounds each mode runs per sub-benchmark. The
 // modes alternate round by round, so that a load spike from elsewhere on a
 // shared machine hits both alike; each figure is the median of its rounds.
-const benchRounds = 15
+const benchRounds = 25
 
 // benchRound is the wall time of one round of one mode, unless the
 // PRODUCE_ROUND environment variable gives another duration. Rounds are
