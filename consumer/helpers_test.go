@@ -62,12 +62,7 @@ func startEnvTopics(t testing.TB, topics []string, groups ...embedded.Group) *em
 // every cluster of env, with the group's settings.
 func docFor(env *embedded.Env, topic, group string, cs config.Consumer) *config.Config {
 	cfg := config.Default()
-	var clusters []config.Cluster
-	for i, c := range env.Clusters() {
-		clusters = append(clusters, config.Cluster{Name: c.Name, Endpoints: c.Endpoints(), Topic: topic,
-			Weight: config.DefaultWeight, Priority: i})
-	}
-	cfg.Topics = map[string]config.Topic{topic: {Clusters: clusters}}
+	cfg.Topics = map[string]config.Topic{topic: env.TopicConfig(topic)}
 	if cs.Concurrency == 0 {
 		cs.Concurrency = 8
 	}

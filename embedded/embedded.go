@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/internal/broker"
 	"github.com/twinmq/twinmq/internal/store"
 )
@@ -157,6 +158,22 @@ type Cluster struct {
 
 // Clusters returns the clusters, in Options order.
 func (e *Env) Clusters() []*Cluster { return append([]*Cluster(nil), e.clusters...) }
+
+// TopicConfig describes, for a configuration document, a logic topic served
+// by the physical topic physical on every cluster of the environment: one
+// config.Cluster per cluster, with its name and endpoints, the default
+// weight, and the clusters' order as priority (the first cluster is the
+// local data centre, the next ones take traffic as its health drops). Put
+// it in config.Config.Topics under the logic name; adjust weights and
+// priorities as a test needs.
+func (e *Env) TopicConfig(physical string) config.Topic {
+	var t config.Topic
+	for i, c := range e.clusters {
+		t.Clusters = append(t.Clusters, config.Cluster{Name: c.Name, Endpoints: c.Endpoints(), Topic: physical,
+			Weight: config.DefaultWeight, Priority: i})
+	}
+	return t
+}
 
 // Dir is the directory holding the brokers' data.
 func (e *Env) Dir() string { return e.dir }

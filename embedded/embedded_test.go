@@ -16,6 +16,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 )
 
@@ -129,6 +130,14 @@ func TestTwoClustersUp(t *testing.T) {
 			names[mq.GetBroker().GetName()] = true
 		}
 		assert.Equal(t, map[string]bool{cl.Name + "-broker-0": true, cl.Name + "-broker-1": true}, names)
+	}
+	// TopicConfig describes the clusters for a configuration document.
+	doc := config.Default()
+	doc.Topics = map[string]config.Topic{"logic": env.TopicConfig("orders")}
+	require.NoError(t, doc.Validate())
+	for i, c := range doc.Topics["logic"].Clusters {
+		assert.Equal(t, config.Cluster{Name: env.Clusters()[i].Name, Endpoints: env.Clusters()[i].Endpoints(),
+			Topic: "orders", Weight: config.DefaultWeight, Priority: i}, c)
 	}
 	// Messages stay in the broker they were sent to.
 	a := connect(t, env.Clusters()[0].Endpoints()[0])

@@ -37,15 +37,14 @@ func startEnv(t testing.TB, topics ...string) *embedded.Env {
 // in priority 0.
 func docFor(env *embedded.Env, topic string, weights ...int) *config.Config {
 	cfg := config.Default()
-	var clusters []config.Cluster
-	for i, c := range env.Clusters() {
-		w := config.DefaultWeight
+	t := env.TopicConfig(topic)
+	for i := range t.Clusters {
+		t.Clusters[i].Priority = 0
 		if i < len(weights) {
-			w = weights[i]
+			t.Clusters[i].Weight = weights[i]
 		}
-		clusters = append(clusters, config.Cluster{Name: c.Name, Endpoints: c.Endpoints(), Topic: topic, Weight: w})
 	}
-	cfg.Topics = map[string]config.Topic{topic: {Clusters: clusters}}
+	cfg.Topics = map[string]config.Topic{topic: t}
 	return cfg
 }
 

@@ -58,12 +58,7 @@ func run() error {
 	defer func() { _ = env.Close(context.Background()) }()
 
 	cfg := config.Default()
-	var clusters []config.Cluster
-	for i, c := range env.Clusters() {
-		clusters = append(clusters, config.Cluster{Name: c.Name, Endpoints: c.Endpoints(), Topic: topic,
-			Weight: config.DefaultWeight, Priority: i})
-	}
-	cfg.Topics = map[string]config.Topic{topic: {Clusters: clusters}}
+	cfg.Topics = map[string]config.Topic{topic: env.TopicConfig(topic)}
 	cfg.Consumers = map[string]config.Consumer{group: {Concurrency: 8, MaxAttempts: 5, Mode: config.ModeDirect}}
 
 	reg := lane.NewMemoryRegistry(lane.MemoryOptions{})
