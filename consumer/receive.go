@@ -100,7 +100,7 @@ func (bl *brokerLoop) run() {
 	ctx := bl.cr.ctx
 	attemptID := newAttemptID()
 	failWait := time.Duration(0)
-	lastRefusal := "" // the last refusal logged at Warn, so that a lasting one is logged once
+	lastRefusal := "" // the last refusal logged at Error, so that a lasting one is logged once
 	for ctx.Err() == nil {
 		free, err := c.inflight.waitFree(ctx)
 		if err != nil {

@@ -25,7 +25,7 @@ func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending, re
 		// The accumulator's ctx is left out: when Close gives up it
 		// closes the clients, which ends this request as well.
 		ctx = items[0].ctx
-	} else if last, ok := latestDeadline(items); ok && time.Until(last) < p.settings.Load().requestTimeout {
+	} else if last, ok := latestDeadlineBefore(items, time.Now().Add(p.settings.Load().requestTimeout)); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, last)
 		defer cancel()
@@ -43,16 +43,16 @@ func (p *Producer) flush(ctx context.Context, key batchKey, items []*pending, re
 	return nil
 }
 
-// latestDeadline returns the latest deadline of the items' sends, if every
-// one has a deadline (every send has: sendContext bounds it).
-func latestDeadline(items []*pending) (time.Time, bool) {
-	var last time.Time
+// latestDeadlineBefore returns the latest deadline of the items' sends when
+// all of them end before limit; ok is false as soon as one ends later (the
+// common case, which the first item usually settles) or has none.
+func latestDeadlineBefore(items []*pending, limit time.Time) (last time.Time, ok bool) {
 	for _, it := range items {
 		if it.ctx == nil {
 			return time.Time{}, false
 		}
-		d, ok := it.ctx.Deadline()
-		if !ok {
+		d, has := it.ctx.Deadline()
+		if !has || !d.Before(limit) {
 			return time.Time{}, false
 		}
 		if d.After(last) {
@@ -63,8 +63,8 @@ func latestDeadline(items []*pending) (time.Time, bool) {
 }
 
 // sendAloneReserved is sendAlone for a synchronous send (ordinary or
-// transactional), with its bytes
-// counted against batching.totalBatchMaxBytes while it is in flight.
+// transactional), with its bytes counted against
+// batching.totalBatchMaxBytes while it is in flight.
 func (p *Producer) sendAloneReserved(ctx context.Context, t *brokerTarget, queue int32, pd *pending) (driver.SendResult, error) {
 	release, err := p.acc.Reserve(ctx, pd.size)
 	if err != nil {
