@@ -121,6 +121,13 @@ func (c *Consumer) processOrdered(seq []*delivery) {
 			c.done()
 			continue
 		}
+		// A retry gets a Message of its own, down to its body, keys and
+		// properties, as received: the handler that failed may have kept
+		// the one it was given (and go on using it), which the consumer
+		// promises not to touch again. So the copy is taken before the
+		// first run.
+		pristine := d.msg.clone()
+		attempt := d.msg.DeliveryAttempt
 		for {
 			out := c.attempt(d)
 			if out.kind == handled {
@@ -131,10 +138,9 @@ func (c *Consumer) processOrdered(seq []*delivery) {
 				if out.kind == held {
 					c.met.hold()
 				}
-				c.nackRest(seq[i:], c.backoff(d.bl, d.msg.DeliveryAttempt))
+				c.nackRest(seq[i:], c.backoff(d.bl, attempt))
 				return
 			}
-			attempt := d.msg.DeliveryAttempt
 			if attempt >= c.live.Load().maxAttempts {
 				c.deadLetterAfter(d, attempt, out.err)
 				break
@@ -143,12 +149,9 @@ func (c *Consumer) processOrdered(seq []*delivery) {
 				c.nackRest(seq[i:], 0)
 				return
 			}
-			// The next attempt gets a message of its own: the handler
-			// that failed may have kept the one it was given, which the
-			// consumer promises not to touch again.
-			next := *d.msg
-			next.DeliveryAttempt++
-			d.msg = &next
+			attempt++
+			d.msg, pristine = pristine, pristine.clone()
+			d.msg.DeliveryAttempt = attempt
 		}
 		c.done()
 	}
@@ -165,6 +168,9 @@ func (c *Consumer) nackRest(rest []*delivery, delay time.Duration) {
 // not be decoded: no handler can make sense of it and retrying cannot
 // mend it, so it must not block its queue.
 func (c *Consumer) undecodable(d *delivery) {
+	if c.keepInOwnDeadLetters(d, d.raw.Err) {
+		return
+	}
 	c.log.Error("message cannot be decoded; moving it to the dead-letter topic",
 		zap.String("message_id", d.raw.ID), zap.String("cluster", d.bl.cr.name),
 		zap.String("endpoint", d.bl.endpoint), zap.Error(d.raw.Err))
@@ -184,9 +190,28 @@ func (c *Consumer) retryOrDeadLetter(d *delivery, err error) {
 }
 
 func (c *Consumer) deadLetterAfter(d *delivery, attempt int, err error) {
+	if c.keepInOwnDeadLetters(d, err) {
+		return
+	}
 	c.log.Warn("message failed its last attempt; moving it to the dead-letter topic",
 		zap.String("message_id", d.raw.ID), zap.Int("attempt", attempt), zap.Error(err))
 	c.deadLetter(d, dlqMaxAttempts)
+}
+
+// keepInOwnDeadLetters handles a message the consumer would dead-letter
+// when the group reads its own dead-letter topic (replaying it): a copy
+// forwarded there would be the very next message the group reads, at once
+// and without end. The message stays where it is instead, nacked with the
+// backoff of the group's last attempt, and comes back after it; it reports
+// whether that was the case.
+func (c *Consumer) keepInOwnDeadLetters(d *delivery, err error) bool {
+	if d.bl.cr.physical != driver.DeadLetterTopic(c.group) {
+		return false
+	}
+	c.log.Warn("message of the group's own dead-letter topic failed; it stays there and is delivered again after the backoff",
+		zap.String("message_id", d.raw.ID), zap.Int32("attempt", d.raw.DeliveryAttempt), zap.Error(err))
+	c.nack(d, c.backoff(d.bl, c.live.Load().maxAttempts))
+	return true
 }
 
 // attempt routes a message once: to the handler here, or to the consumer

@@ -106,8 +106,10 @@
 //     caller lacked the token): the handler did not run there. Another
 //     instance of the lane is tried, then the next fallback level with the
 //     lane counted as dead, down to base. A connection whose last attempt
-//     failed is tried again at once (at most every 100 ms), so an instance
-//     back at the same address takes the next forwards. Forwarded
+//     failed is tried again at once (at most every 100 ms), so the only
+//     instance of a lane, back at the same address, takes the next
+//     forwards; where the lane has others, failover keeps a failed
+//     instance out until it is probed back (failover's quarantine). Forwarded
 //     deliveries may be as large as the largest body the client decodes
 //     (64 MiB).
 //   - Unknown (the call failed after it may have reached the target, or

@@ -27,8 +27,12 @@ type laneRouter struct {
 
 	leaseMu sync.Mutex
 	lease   lane.Lease
-	leaving bool
-	retuned chan struct{} // wakes keepLease after a reload moved the lease
+	// leaseTTL is the TTL the lease was asked for: a registry may grant
+	// another (an etcd one rounds to whole seconds), so the lease's own
+	// TTL says nothing about whether the configuration changed.
+	leaseTTL time.Duration
+	leaving  bool
+	retuned  chan struct{} // wakes keepLease after a reload moved the lease
 
 	ctx    context.Context // ends the lease and watch loops
 	cancel context.CancelFunc
@@ -79,7 +83,7 @@ func newLaneRouter(ctx context.Context, c *Consumer, ls *liveSettings) (*laneRou
 	if err != nil {
 		return fail(fmt.Errorf("consumer: register in the lane registry: %w", err))
 	}
-	r.lease = lease
+	r.lease, r.leaseTTL = lease, ls.leaseTTL
 	r.wg.Add(1)
 	go r.keepLease()
 	return r, nil
@@ -176,7 +180,7 @@ func (r *laneRouter) keepLease() {
 		lease = r.lease
 		ctx, cancel := context.WithTimeout(r.ctx, lease.TTL()/3)
 		var err error
-		if lease.Instance().Lane != ls.lane || lease.TTL() != ls.leaseTTL {
+		if lease.Instance().Lane != ls.lane || r.leaseTTL != ls.leaseTTL {
 			r.c.log.Info("lane registration differs from the configuration; registering again", zap.String("lane", ls.lane))
 			err = r.registerLocked(ctx, ls)
 		} else if err = lease.Renew(ctx); errors.Is(err, lane.ErrLeaseExpired) {
@@ -199,7 +203,7 @@ func (r *laneRouter) registerLocked(ctx context.Context, ls *liveSettings) error
 	if err != nil {
 		return err
 	}
-	r.lease = lease
+	r.lease, r.leaseTTL = lease, ls.leaseTTL
 	return nil
 }
 

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/twinmq/twinmq/internal/driver"
@@ -129,4 +130,13 @@ func fromForwarded(req *forwardpb.DeliverRequest) *Message {
 	}
 	m.Lane = laneOf(m.Properties)
 	return m
+}
+
+// clone returns a copy of m that shares nothing with it.
+func (m *Message) clone() *Message {
+	c := *m
+	c.Keys = slices.Clone(m.Keys)
+	c.Properties = maps.Clone(m.Properties)
+	c.Body = slices.Clone(m.Body)
+	return &c
 }

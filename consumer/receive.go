@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -93,6 +94,9 @@ type brokerLoop struct {
 	queue    driver.Queue
 	endpoint string
 	acks     acker
+	// refusal is the last refusal of the broker logged at Error, shared
+	// by the broker's receive loops so that a lasting one is logged once.
+	refusal atomic.Pointer[string]
 }
 
 func (bl *brokerLoop) run() {
@@ -100,7 +104,6 @@ func (bl *brokerLoop) run() {
 	ctx := bl.cr.ctx
 	attemptID := newAttemptID()
 	failWait := time.Duration(0)
-	lastRefusal := "" // the last refusal logged at Error, so that a lasting one is logged once
 	for ctx.Err() == nil {
 		free, err := c.inflight.waitFree(ctx)
 		if err != nil {
@@ -130,11 +133,10 @@ func (bl *brokerLoop) run() {
 				switch {
 				case driver.Retryable(err):
 					c.log.Debug("receive failed", fields...)
-				case err.Error() != lastRefusal:
+				case bl.newRefusal(err.Error()):
 					// The broker refuses the request itself (settings
 					// below its floors, a forbidden group): retrying will
 					// not mend it, so say so where an operator looks.
-					lastRefusal = err.Error()
 					c.log.Error("the broker refuses to deliver to this consumer; check its settings", fields...)
 				}
 			}
@@ -143,7 +145,10 @@ func (bl *brokerLoop) run() {
 			}
 			continue
 		}
-		failWait, lastRefusal = 0, ""
+		failWait = 0
+		if bl.refusal.Load() != nil {
+			bl.refusal.Store(nil)
+		}
 		if len(msgs) == 0 {
 			continue
 		}
@@ -152,6 +157,13 @@ func (bl *brokerLoop) run() {
 		attemptID = newAttemptID()
 		c.dispatch(bl, msgs, start.Add(c.opts.invisible))
 	}
+}
+
+// newRefusal records msg as the broker's latest refusal and reports
+// whether it differs from the one before.
+func (bl *brokerLoop) newRefusal(msg string) bool {
+	old := bl.refusal.Swap(&msg)
+	return old == nil || *old != msg
 }
 
 // fifo reports whether the broker said the group consumes orderly.

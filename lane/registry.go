@@ -64,7 +64,9 @@ func (in Instance) clone() Instance {
 type Lease interface {
 	// Instance is what the lease keeps registered.
 	Instance() Instance
-	// TTL is how long the registration lives without a renewal.
+	// TTL is how long the registration lives without a renewal: the TTL
+	// Register was given, or what the registry granted instead (a store
+	// may round it up to its own unit).
 	TTL() time.Duration
 	// Renew extends the lease by its TTL from now. It fails with
 	// ErrLeaseExpired once the lease is gone; the holder must Register again.

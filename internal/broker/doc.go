@@ -83,7 +83,10 @@
 // as the proxy's), attempts made + 1 after ForwardMessageToDeadLetterQueue.
 // A group reading its own dead-letter topic is the exception: its messages
 // are delivered whatever their attempts, and never dead-lettered again
-// (into the topic being read, each pop would append them once more).
+// (into the topic being read, each pop would append them once more). A
+// ForwardMessageToDeadLetterQueue of such a message answers OK and appends
+// nothing: the delivery stays in flight and comes back when its invisible
+// time ends, as a nack would.
 // A FIFO group's queue delivers nothing while
 // one of its messages is in flight, and redelivers strictly by offset.
 // Messages the tag filter excludes are acked on the way, as the proxy does.

@@ -593,12 +593,13 @@ func (b *Broker) changeInvisible(g *groupTopic, r receipt, d time.Duration, now 
 
 // forwardToDLQ sends the message a receipt names to the group's dead-letter
 // topic and acks it; a stale receipt is a no-op. The copy carries the
-// attempts made so far, this delivery included.
+// attempts made so far, this delivery included. A group reading its own
+// dead-letter topic keeps the message in flight instead (see doc.go).
 func (b *Broker) forwardToDLQ(ctx context.Context, g *groupTopic, r receipt, now time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	qs, e, err := g.lookupLocked(r, now.UnixMilli())
-	if err != nil || e == nil {
+	if err != nil || e == nil || !g.deadLetters() {
 		return err
 	}
 	m, err := b.readOne(ctx, g.topic, r.queueID, r.offset)

@@ -138,6 +138,10 @@ func (c *Client) ChangeInvisibleDuration(ctx context.Context, endpoint, topic, r
 	return resp.GetReceiptHandle(), nil
 }
 
+// DeadLetterTopic is the name RocketMQ gives the dead-letter topic of a
+// consumer group.
+func DeadLetterTopic(group string) string { return "%DLQ%" + group }
+
 // DeadLetter describes a message to move to the group's dead-letter queue.
 type DeadLetter struct {
 	Topic               string
