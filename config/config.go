@@ -20,6 +20,7 @@ const (
 	DefaultFailureFactor      = 0.5
 	DefaultRecovery           = 0.01
 	DefaultProbeInterval      = time.Second
+	DefaultSlowRequest        = 500 * time.Millisecond
 	DefaultRequestTimeout     = 3 * time.Second
 	DefaultSendDeadline       = 10 * time.Second
 	DefaultConcurrency        = 16
@@ -126,6 +127,13 @@ type Failover struct {
 	// ProbeInterval is how often an endpoint at the floor is probed
 	// (default 1s).
 	ProbeInterval Duration `json:"probeInterval"`
+	// SlowRequest: a request still unanswered after this long counts as a
+	// failure of its broker even when its senders gave up first (their
+	// deadlines shorter than timeouts.request), so that a hung broker is
+	// left at the pace of short deadlines too. Default 500ms, as RocketMQ's
+	// clients take a broker out after a send of 550 ms; zero in a Config
+	// built in code means the default, negative never.
+	SlowRequest Duration `json:"slowRequest"`
 }
 
 // Timeouts of the calls to RocketMQ.

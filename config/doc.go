@@ -15,7 +15,7 @@
 //	    ]}
 //	  },
 //	  "batching":    {"enabled": true, "maxDelay": "10ms", "batchMaxBytes": 262144, "totalBatchMaxBytes": 33554432},
-//	  "failover":    {"failureFactor": 0.5, "recovery": 0.01, "minWeight": 0.05, "probeInterval": "1s"},
+//	  "failover":    {"failureFactor": 0.5, "recovery": 0.01, "minWeight": 0.05, "probeInterval": "1s", "slowRequest": "500ms"},
 //	  "timeouts":    {"request": "3s", "sendDeadline": "10s"},
 //	  "credentials": {"main": {"accessKey": "ak", "accessSecret": "sk"}},
 //	  "consumers":   {"billing": {"concurrency": 32, "maxAttempts": 16, "lane": "a.x"}},

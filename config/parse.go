@@ -26,6 +26,7 @@ func Default() *Config {
 			FailureFactor: DefaultFailureFactor,
 			Recovery:      DefaultRecovery,
 			ProbeInterval: Duration(DefaultProbeInterval),
+			SlowRequest:   Duration(DefaultSlowRequest),
 		},
 		Timeouts: Timeouts{
 			Request:      Duration(DefaultRequestTimeout),

@@ -40,7 +40,8 @@ func TestParseGoodDocument(t *testing.T) {
 	assert.Equal(t, 5, c.Topics["audit"].Clusters[0].Weight)
 
 	assert.Equal(t, Batching{Enabled: true, MaxDelay: Duration(5 * time.Millisecond), BatchMaxBytes: 65536, TotalBatchMaxBytes: 8 << 20}, c.Batching)
-	assert.Equal(t, Failover{FailureFactor: 0.4, Recovery: 0.02, MinWeight: 0.05, ProbeInterval: Duration(2 * time.Second)}, c.Failover)
+	assert.Equal(t, Failover{FailureFactor: 0.4, Recovery: 0.02, MinWeight: 0.05, ProbeInterval: Duration(2 * time.Second),
+		SlowRequest: Duration(DefaultSlowRequest)}, c.Failover)
 	assert.Equal(t, 2*time.Second, c.Timeouts.Request.D())
 	assert.Equal(t, Consumer{Concurrency: 32, MaxAttempts: 4, Lane: "a.x", Mode: ModeDirect}, c.Consumers["billing"])
 	assert.Equal(t, Consumer{Concurrency: DefaultConcurrency, MaxAttempts: DefaultMaxAttempts, Mode: ModeDirect}, c.Consumers["ledger"])

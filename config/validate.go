@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,7 +130,7 @@ func validEndpoint(ep string) error {
 	if host == "" {
 		return fmt.Errorf("empty host")
 	}
-	if net.ParseIP(host) == nil && !hostName(host) {
+	if _, err := netip.ParseAddr(host); err != nil && !hostName(host) {
 		return fmt.Errorf("host %q is neither an IP address nor a host name", host)
 	}
 	n, err := strconv.Atoi(port)
@@ -141,8 +142,10 @@ func validEndpoint(ep string) error {
 
 // hostName reports whether h is a DNS name: dot-separated labels of
 // letters, digits, hyphens and underscores (seen in service names), none
-// empty, at most 253 bytes in all.
+// empty, at most 253 bytes in all, with an optional final dot (a fully
+// qualified name, which skips the resolver's search domains).
 func hostName(h string) bool {
+	h = strings.TrimSuffix(h, ".")
 	if len(h) > 253 {
 		return false
 	}

@@ -51,7 +51,7 @@ func (p *Picker[T]) maintain() {
 		case <-t.C:
 		}
 		p.round()
-		if p.stopIfNothingDown() {
+		if p.stopIfIdle() {
 			return
 		}
 	}
@@ -63,9 +63,16 @@ func (p *Picker[T]) stopMaintainer() {
 	p.maintMu.Unlock()
 }
 
-func (p *Picker[T]) stopIfNothingDown() bool {
+// stopIfIdle ends the round when nothing is down, or when the tuning
+// leaves it nothing to do (Reconfigure turned the Checker off and the
+// quarantine to never; a later Reconfigure starts a round again).
+func (p *Picker[T]) stopIfIdle() bool {
 	p.maintMu.Lock()
 	defer p.maintMu.Unlock()
+	if c := p.conf(); c.Checker == nil && c.Quarantine < 0 {
+		p.running = false
+		return true
+	}
 	for _, m := range p.snap.Load().members {
 		if isDown(m.n.load(), m.n.lim.Load()) {
 			return false
@@ -89,6 +96,9 @@ func (p *Picker[T]) round() {
 			continue
 		}
 		if c.Checker == nil {
+			if c.Quarantine < 0 {
+				continue // never released
+			}
 			since := n.downAt.Load()
 			if since == 0 {
 				// Down with no start time: a success that raced the fall

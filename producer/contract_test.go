@@ -57,11 +57,7 @@ func TestLanePropertyCountsAgainstTheCap(t *testing.T) {
 
 // SendAsync does not wait for routes on the caller's goroutine.
 func TestSendAsyncDoesNotWaitForRoutes(t *testing.T) {
-	cfg := config.Default()
-	cfg.Topics = map[string]config.Topic{"nowhere": {Clusters: []config.Cluster{
-		{Name: "dead", Endpoints: []string{"127.0.0.1:1"}, Topic: "nowhere", Weight: 100},
-	}}}
-	cfg.Timeouts.Request = config.Duration(200 * time.Millisecond)
+	cfg := noRouteConfig()
 	p := newProducer(t, WithConfig(cfg))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -81,9 +81,9 @@
 //
 //   - Delayed messages always go alone, in a request of their own: RocketMQ
 //     brokers apply the timer only to single messages. With batching off
-//     (batching.enabled false) every message goes alone; asynchronous FIFO
-//     messages then wait in a line per group and queue, one request in
-//     flight, as batched ones do in the accumulator.
+//     (batching.enabled false) every message goes alone; FIFO messages
+//     (Send and SendAsync alike) then wait in a line per group and queue,
+//     one request in flight, as batched ones do in the accumulator.
 //   - SendAsync and SendBatch do not wait for routes on the caller's
 //     goroutine: when no target can be picked at once (no cluster has
 //     answered yet), the send goes on in the background. FIFO messages are
@@ -106,7 +106,12 @@
 //     message or refused credentials fail at once: another cluster would
 //     refuse them too. Only the retried kinds count against a broker's
 //     health. A request that got no answer within timeouts.request counts as
-//     a timeout of that broker; the caller's own ctx ending does not.
+//     a timeout of that broker. So does one its senders gave up on (their
+//     contexts ended first) after failover.slowRequest (default 500 ms)
+//     without an answer: otherwise a broker that hangs would keep its
+//     share of callers whose deadlines are all shorter than
+//     timeouts.request. A caller that gives up sooner says nothing of the
+//     broker.
 //   - A broker that cannot be reached at all (connection refused or reset:
 //     the driver's ErrUnavailable) is taken down at once, as the official
 //     clients isolate such endpoints; other retryable failures halve its

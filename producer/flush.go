@@ -108,7 +108,8 @@ func (p *Producer) putResults(r *[]driver.SendResult) {
 // to failover: one report per request, since the request is what succeeded
 // or failed at that broker. The results are appended to into[:0].
 func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, items []*pending, into []driver.SendResult) ([]driver.SendResult, error) {
-	requestTimeout := p.settings.Load().requestTimeout
+	st := p.settings.Load()
+	requestTimeout := st.requestTimeout
 	base, timeout := detach(ctx, requestTimeout)
 	// bounded: the send's own deadline, not the request timeout, limits
 	// this request.
@@ -140,10 +141,21 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 	h := items[0].handle
 	picker := items[0].topic.picker
 	if err != nil {
-		if ctx.Err() == nil && !bounded && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		cut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+		if cut && ctx.Err() == nil && !bounded {
 			// Our own request timeout, not the caller giving up: the
 			// broker did not answer in time, which is its failure.
 			err = fmt.Errorf("send to %s (%s) got no answer within %v: %w", t.endpoint, t.cluster, timeout, driver.ErrTimeout)
+		} else if waited := time.Since(start); cut && st.slowRequest > 0 && waited >= st.slowRequest {
+			// The senders gave up first, but only after the broker kept
+			// them waiting for failover.slowRequest: count it against the
+			// broker, or one that hangs would keep its share of senders
+			// whose deadlines are all shorter than timeouts.request. The
+			// senders get their context's error.
+			picker.Failure(h, fmt.Errorf("send to %s (%s) got no answer within %v, when its senders gave up: %w",
+				t.endpoint, t.cluster, waited.Round(time.Millisecond), driver.ErrTimeout))
+			items[0].topic.unstick(h)
+			return nil, err
 		}
 		switch {
 		case errors.Is(err, driver.ErrUnavailable):

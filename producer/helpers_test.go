@@ -48,6 +48,18 @@ func docFor(env *embedded.Env, topic string, weights ...int) *config.Config {
 	return cfg
 }
 
+// noRouteConfig maps the logic topic "nowhere" to a cluster whose only
+// endpoint refuses connections, with short requests: its sends never find
+// a route.
+func noRouteConfig() *config.Config {
+	cfg := config.Default()
+	cfg.Topics = map[string]config.Topic{"nowhere": {Clusters: []config.Cluster{
+		{Name: "dead", Endpoints: []string{"127.0.0.1:1"}, Topic: "nowhere", Weight: 100},
+	}}}
+	cfg.Timeouts.Request = config.Duration(200 * time.Millisecond)
+	return cfg
+}
+
 func newProducer(t testing.TB, opts ...Option) *Producer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -76,6 +76,7 @@ type Producer struct {
 type settings struct {
 	batching       bool
 	requestTimeout time.Duration
+	slowRequest    time.Duration // 0: never
 	sendDeadline   time.Duration
 	rotateBytes    int64
 	maxBody        int
@@ -251,6 +252,12 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 	}
 	if st.requestTimeout <= 0 {
 		st.requestTimeout = config.DefaultRequestTimeout
+	}
+	switch slow := cfg.Failover.SlowRequest.D(); {
+	case slow == 0:
+		st.slowRequest = config.DefaultSlowRequest
+	case slow > 0:
+		st.slowRequest = slow
 	}
 	if st.sendDeadline <= 0 {
 		st.sendDeadline = config.DefaultSendDeadline

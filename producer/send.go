@@ -86,9 +86,12 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 			return nil, p.fail(pd, err)
 		}
 		var r driver.SendResult
-		if st.batching && pd.msg.DeliveryTime.IsZero() {
+		switch {
+		case st.batching && pd.msg.DeliveryTime.IsZero():
 			r, err = p.acc.Add(ctx, batchKey{t, q, m.MessageGroup}, pd, pd.size)
-		} else {
+		case m.MessageGroup != "":
+			r, err = p.sendInLine(ctx, batchKey{t, q, m.MessageGroup}, pd)
+		default:
 			r, err = p.sendAloneReserved(ctx, t, q, pd)
 		}
 		if err == nil {
@@ -156,15 +159,32 @@ func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func
 	// background, as a retry does. Except for a FIFO message: sends of a
 	// group in the background would race each other, so it waits here.
 	t, q, err := p.pickNow(pd)
-	if err != nil {
-		if pd.msg.MessageGroup != "" {
-			p.dispatch(pd)
-		} else {
-			go p.dispatch(pd)
-		}
+	if err == nil {
+		p.attempt(pd, t, q)
 		return
 	}
-	p.attempt(pd, t, q)
+	if pd.msg.MessageGroup != "" {
+		p.dispatch(pd)
+		return
+	}
+	// The message's bytes are held while it waits, so that the cap bounds
+	// sends waiting for routes as it bounds the others, and SendAsync
+	// blocks (or fails fast) at the cap here as it would later.
+	release, err := p.acc.Reserve(pd.ctx, pd.size)
+	if err != nil {
+		p.asyncFinish(pd, nil, p.fail(pd, err))
+		return
+	}
+	go func() {
+		t, q, err := p.pick(pd.ctx, pd)
+		// Given back just before the attempt takes them again.
+		release()
+		if err != nil {
+			p.asyncFinish(pd, nil, p.fail(pd, err))
+			return
+		}
+		p.attempt(pd, t, q)
+	}()
 }
 
 // SendBatch sends several messages at once and returns one result per
@@ -307,6 +327,10 @@ func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32,
 		pause := min(time.Duration(1<<min(pd.rounds, 10))*10*time.Millisecond, time.Second)
 		timer := time.NewTimer(pause)
 		select {
+		case <-p.bgCtx.Done():
+			// Close gave up waiting for the sends in progress.
+			timer.Stop()
+			return nil, 0, fmt.Errorf("%w: Close gave up while the send waited for a target", ErrClosed)
 		case <-ctx.Done():
 			timer.Stop()
 			if pd.lastErr != nil {
@@ -432,6 +456,12 @@ func (p *Producer) fail(pd *pending, err error) error {
 		// was using is gone.
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
+	if !errors.Is(err, ErrBodyTooLarge) && errors.Is(err, batch.ErrTooLarge) {
+		// A reload lowered batching.totalBatchMaxBytes below the message
+		// while it waited for room: the error a send of that size gets
+		// after the reload.
+		err = fmt.Errorf("%w: %w", ErrBodyTooLarge, err)
+	}
 	if pd.handle != nil {
 		t := pd.handle.Value()
 		if t.failed != nil {
@@ -473,7 +503,7 @@ func (p *Producer) attempt(pd *pending, t *brokerTarget, q int32) {
 		return
 	}
 	if key.group != "" {
-		p.lines.add(p, key, pd, release)
+		p.lines.add(p, key, lineItem{pd: pd, release: release})
 		return
 	}
 	go func() {
