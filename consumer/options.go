@@ -172,7 +172,10 @@ func WithLaneRegistry(reg lane.Registry) Option { return func(o *options) { o.re
 // WithForwardListen sets where the forwarding service listens
 // (default DefaultForwardListen) and, when advertise is not empty, the
 // address registered for other consumers to dial (default: the listener's
-// address).
+// address). The service reads a whole request, up to the largest body the
+// client decodes plus 4 MiB, before it checks the forwarding token: listen
+// where only the group's consumers can connect, or require client
+// certificates with WithForwardTLS.
 func WithForwardListen(listen, advertise string) Option {
 	return func(o *options) { o.forwardListen, o.forwardAddr = listen, advertise }
 }
