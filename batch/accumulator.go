@@ -52,7 +52,8 @@ type Accumulator[K comparable, T, R any] struct {
 	stop        chan struct{}
 	tickerDone  chan struct{}
 	limitsSet   chan struct{} // wakes the ticker to pick up a new MaxDelay
-	keyAdded    chan struct{} // wakes a sleeping ticker (see tickLoop)
+	wake        chan struct{} // wakes a relaxed ticker (see tickLoop)
+	relaxed     atomic.Bool   // the ticker runs slow or sleeps: nothing lingers
 	asleep      atomic.Bool   // the ticker sleeps; for tests
 
 	flushCtx    context.Context
@@ -86,7 +87,7 @@ func New[K comparable, T, R any](cfg Config, fn FlushFunc[K, T, R]) (*Accumulato
 		stop:        make(chan struct{}),
 		tickerDone:  make(chan struct{}),
 		limitsSet:   make(chan struct{}, 1),
-		keyAdded:    make(chan struct{}, 1),
+		wake:        make(chan struct{}, 1),
 	}
 	lim := cfg.Limits
 	a.limits.Store(&lim)
@@ -245,7 +246,12 @@ func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size 
 	if r, ok := a.readyLocked(q, lim, now, false, false); ok {
 		b = a.takeLocked(q, lim, r)
 	}
+	lingers := len(q.pending) > 0
 	q.mu.Unlock()
+	if lingers && a.relaxed.Load() {
+		// Items wait now: the ticker must start them by MaxDelay.
+		a.wakeTicker()
+	}
 	if b != nil {
 		if cb == nil {
 			a.runInline(b)
@@ -272,10 +278,9 @@ func (a *Accumulator[K, T, R]) lockQueue(key K) *queue[K, T, R] {
 			}
 			a.mu.Unlock()
 			if created {
-				select {
-				case a.keyAdded <- struct{}{}:
-				default:
-				}
+				// A sleeping ticker must come back to drop the key's
+				// state once it is idle.
+				a.wakeTicker()
 			}
 		}
 		q.mu.Lock()
@@ -283,6 +288,13 @@ func (a *Accumulator[K, T, R]) lockQueue(key K) *queue[K, T, R] {
 			return q
 		}
 		q.mu.Unlock()
+	}
+}
+
+func (a *Accumulator[K, T, R]) wakeTicker() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
 	}
 }
 

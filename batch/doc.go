@@ -43,13 +43,17 @@
 //
 // # Timer
 //
-// One goroutine per Accumulator ticks every MaxDelay/2. At each tick it starts
-// the batches that would be older than MaxDelay by the next tick, so the
-// accumulator itself holds an item at most MaxDelay (plus scheduling), not
-// the 1.5 x MaxDelay of a "flush when older than MaxDelay" check at half
-// period. The same goroutine drops the state of keys idle for about a second,
-// and once no key has state left it sleeps until one is added, so an idle
-// accumulator wakes nobody.
+// One goroutine per Accumulator ticks every MaxDelay/2 while items wait in
+// a buffer. At each tick it starts the batches that would be older than
+// MaxDelay by the next tick, so the accumulator itself holds an item at most
+// MaxDelay (plus scheduling), not the 1.5 x MaxDelay of a "flush when older
+// than MaxDelay" check at half period. The same goroutine drops the state of
+// keys idle for about a second. When a tick finds no item waiting (every
+// item left at once: one synchronous sender, a light load) it relaxes to
+// four ticks a second, which is all dropping idle keys needs, until an item
+// has to wait again; once no key has state left it sleeps until one is
+// added. A light or idle accumulator therefore wakes nobody every
+// MaxDelay/2.
 // The ticker belongs to its Accumulator and stops in Close: closing one
 // accumulator never affects another.
 //

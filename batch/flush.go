@@ -170,17 +170,34 @@ func (a *Accumulator[K, T, R]) putBatch(b *batch[K, T, R]) {
 	a.batches.Put(b)
 }
 
-// tickLoop is the accumulator's one background goroutine.
+// tickLoop is the accumulator's one background goroutine. It ticks every
+// MaxDelay/2 while items may linger in a buffer; once a tick finds none, it
+// relaxes to one tick per idleTick (all that dropping idle keys needs) and
+// sleeps once no key has state. An item left waiting in a buffer (its key
+// busy) wakes it back to the fast pace, as does a new key when it sleeps.
+// A producer whose sends all leave at once (one synchronous sender, a
+// light load) thus costs no wake-ups every MaxDelay/2.
 func (a *Accumulator[K, T, R]) tickLoop() {
 	defer close(a.tickerDone)
 	d := a.limits.Load().tick()
 	t := time.NewTicker(d)
 	defer t.Stop()
-	ticking := true
+	period := d // 0 while asleep
+	setPeriod := func(p time.Duration) {
+		switch {
+		case p == period:
+		case p == 0:
+			t.Stop()
+		default:
+			t.Reset(p)
+		}
+		period = p
+		a.asleep.Store(p == 0)
+	}
 	var qs []*queue[K, T, R]
 	for {
 		var tc <-chan time.Time
-		if ticking {
+		if period != 0 {
 			tc = t.C
 		}
 		select {
@@ -189,25 +206,34 @@ func (a *Accumulator[K, T, R]) tickLoop() {
 		case <-a.limitsSet:
 			if nd := a.limits.Load().tick(); nd != d {
 				d = nd
-				if ticking {
-					t.Reset(d)
+				if !a.relaxed.Load() {
+					setPeriod(d)
 				}
 			}
-		case <-a.keyAdded:
-			if !ticking {
-				t.Reset(d)
-				ticking = true
-				a.asleep.Store(false)
-			}
+		case <-a.wake:
+			a.relaxed.Store(false)
+			setPeriod(d)
 		case <-tc:
-			qs = a.tick(qs)
+			var lingering bool
+			qs, lingering = a.tick(qs)
+			if lingering {
+				a.relaxed.Store(false)
+				setPeriod(d)
+				continue
+			}
+			// Relax, then look again: an Add that left an item waiting
+			// before it could see the flag wakes nobody, so this pass
+			// must see its item.
+			a.relaxed.Store(true)
+			if a.lingering() {
+				a.relaxed.Store(false)
+				setPeriod(d)
+				continue
+			}
 			if a.keys() == 0 {
-				// Nothing is buffered or in flight and every key's state
-				// is dropped: sleep until a key is added, rather than
-				// wake an idle process every half MaxDelay.
-				t.Stop()
-				ticking = false
-				a.asleep.Store(true)
+				setPeriod(0)
+			} else {
+				setPeriod(max(d, idleTick))
 			}
 		}
 	}
@@ -220,30 +246,52 @@ func (a *Accumulator[K, T, R]) keys() int {
 	return len(a.queues)
 }
 
+// lingering reports whether any key has items waiting in its buffer.
+func (a *Accumulator[K, T, R]) lingering() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for _, q := range a.queues {
+		q.mu.Lock()
+		n := len(q.pending)
+		q.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // idleSpan is how long a key stays unused and empty before its state is
-// dropped.
-const idleSpan = time.Second
+// dropped; idleTick is the pace of a relaxed ticker, which only drops
+// such keys.
+const (
+	idleSpan = time.Second
+	idleTick = idleSpan / 4
+)
 
 // tick starts the batches that would be too old by the next tick and drops
-// the state of keys idle for idleSpan. qs is scratch space, returned for
-// reuse.
-func (a *Accumulator[K, T, R]) tick(qs []*queue[K, T, R]) []*queue[K, T, R] {
+// the state of keys idle for idleSpan. It reports whether items still wait
+// in a buffer. qs is scratch space, returned for reuse.
+func (a *Accumulator[K, T, R]) tick(qs []*queue[K, T, R]) ([]*queue[K, T, R], bool) {
 	qs = a.snapshot(qs)
 	lim := a.limits.Load()
-	idleTicks := max(2, int(idleSpan/lim.tick()))
 	now := a.now()
+	lingering := false
 	var stale []*queue[K, T, R]
 	for _, q := range qs {
 		q.mu.Lock()
 		bs := a.takeReadyLocked(q, lim, now, true)
 		switch {
 		case q.used:
-			q.used, q.idle = false, 0
+			q.used, q.idleFrom = false, 0
 		case len(q.pending) == 0 && q.inflight == 0:
-			if q.idle++; q.idle >= idleTicks {
+			if q.idleFrom == 0 {
+				q.idleFrom = now
+			} else if now-q.idleFrom >= int64(idleSpan) {
 				stale = append(stale, q)
 			}
 		}
+		lingering = lingering || len(q.pending) > 0
 		q.mu.Unlock()
 		a.startAll(bs)
 	}
@@ -260,7 +308,7 @@ func (a *Accumulator[K, T, R]) tick(qs []*queue[K, T, R]) []*queue[K, T, R] {
 		a.mu.Unlock()
 	}
 	clear(qs)
-	return qs[:0]
+	return qs[:0], lingering
 }
 
 // kickAll starts, for every key, what may start now; after Close that is

@@ -28,9 +28,9 @@ type queue[K comparable, T, R any] struct {
 	pending  []*entry[T, R]
 	bytes    int64 // bytes of pending
 	inflight int
-	used     bool // an item arrived since the last tick
-	idle     int  // consecutive ticks with the key unused and empty
-	dead     bool // removed from the accumulator's map; look the key up again
+	used     bool  // an item arrived since the last tick
+	idleFrom int64 // the first tick that found the key unused and empty, or 0
+	dead     bool  // removed from the accumulator's map; look the key up again
 }
 
 func (q *queue[K, T, R]) push(e *entry[T, R]) {

@@ -87,3 +87,44 @@ func TestTickerSleepsWhileIdle(t *testing.T) {
 	}
 	require.Equal(t, 2, rec.itemCount())
 }
+
+// When every item leaves at once (one synchronous sender) the ticker
+// relaxes instead of waking every MaxDelay/2; an item that then has to
+// wait in a busy key's buffer wakes it, and still leaves by MaxDelay, not
+// at the relaxed pace.
+func TestTickerRelaxesWhileNothingWaits(t *testing.T) {
+	rec := newRecorder()
+	a := newAcc(t, Config{Limits: Limits{MaxDelay: 10 * time.Millisecond}, MaxInflightPerKey: 2}, rec.flush)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for i := range 5 {
+		_, err := a.Add(ctx, "k", i, 1)
+		require.NoError(t, err)
+	}
+	waitUntil(t, a.relaxed.Load, "the ticker to relax")
+	require.False(t, a.asleep.Load(), "the key still has state")
+
+	// A flush that holds its slot: the next item finds the key busy with
+	// a slot free, so it waits for the timer.
+	rec.mu.Lock()
+	rec.gate = make(chan struct{}, 2)
+	rec.mu.Unlock()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			rec.gate <- struct{}{}
+			rec.gate <- struct{}{}
+		}
+	}
+	defer release()
+	first := asyncAdd(t, a, ctx, "k", 100, 1)
+	waitUntil(t, func() bool { return pendingLen(a, "k") == 0 }, "the first item to leave")
+	start := time.Now()
+	second := asyncAdd(t, a, ctx, "k", 101, 1)
+	waitUntil(t, func() bool { return pendingLen(a, "k") == 0 }, "the timer to start the waiting item")
+	require.Less(t, time.Since(start), idleTick*3/4, "a waiting item leaves by MaxDelay, not at the relaxed pace")
+	release()
+	require.NoError(t, recv(t, first).err)
+	require.NoError(t, recv(t, second).err)
+}
