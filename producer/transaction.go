@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"go.uber.org/zap"
+
 	"github.com/twinmq/twinmq/internal/driver"
 	"github.com/twinmq/twinmq/lane"
 )
@@ -137,6 +139,14 @@ func (p *Producer) orphanHandler() driver.OrphanedTransactionFunc {
 		return nil
 	}
 	return func(ctx context.Context, endpoint string, msg *driver.ReceivedMessage, txID string) driver.TransactionResolution {
+		if msg.Err != nil {
+			// The half message failed its digest (or could not be
+			// decoded): no decision may rest on it. The broker asks
+			// again later, with a fresh copy.
+			p.log.Warn("transaction check-back of a corrupted message; answering unknown",
+				zap.String("message_id", msg.ID), zap.String("transaction_id", txID), zap.String("endpoint", endpoint), zap.Error(msg.Err))
+			return driver.TransactionUnknown
+		}
 		cm := &CheckedMessage{
 			Topic: msg.Topic, Endpoint: endpoint, MessageID: msg.ID, TransactionID: txID,
 			Tag: msg.Tag, Keys: msg.Keys, Properties: msg.Properties, Body: msg.Body,

@@ -98,6 +98,15 @@ type sendEntry struct {
 	recallHandle  string
 }
 
+// noTransactionID is the error of a transactional message the server says
+// it stored but gave no transaction id for: it can be neither committed
+// nor rolled back (the broker checks it back), and resending would store
+// it twice.
+func noTransactionID(resp *sendAnswer, endpoint string) error {
+	return &Error{Code: resp.status.code, RPC: "SendMessage", Endpoint: endpoint,
+		Message: "server stored a transactional message without a transaction id", class: ErrInternal, stored: true}
+}
+
 // normalizeSend maps a successful top-level answer to one result per
 // message. It never panics on any answer.
 func normalizeSend(resp *sendAnswer, msgs []*Message, ids []string, endpoint string, into []SendResult) ([]SendResult, error) {
@@ -126,6 +135,9 @@ func normalizeSend(resp *sendAnswer, msgs []*Message, ids []string, endpoint str
 			results[i].Offset = e.offset
 			results[i].TransactionID = e.transactionID
 			results[i].RecallHandle = e.recallHandle
+			if e.transactionID == "" && i < len(msgs) && msgs[i] != nil && msgs[i].Transactional {
+				results[i].Err = noTransactionID(resp, endpoint)
+			}
 		}
 		return results, nil
 	case len(entries) == 1 && n > 1:
@@ -137,6 +149,9 @@ func normalizeSend(resp *sendAnswer, msgs []*Message, ids []string, endpoint str
 		for i := range results {
 			results[i].Offset = first + int64(i)
 			results[i].TransactionID = e.transactionID
+			if e.transactionID == "" && i < len(msgs) && msgs[i] != nil && msgs[i].Transactional {
+				results[i].Err = noTransactionID(resp, endpoint)
+			}
 		}
 		return results, nil
 	case len(entries) == 0:

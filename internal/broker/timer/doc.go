@@ -61,7 +61,12 @@
 // atomically. Recovery reads the log, truncating a torn tail, and puts back
 // every record with slot time >= T; then the tail resumes from E, skipping
 // offsets the log already holds. The wheel restarts at T, so a downtime
-// makes overdue messages go out at once, never before their time.
+// makes overdue messages go out at once, never before their time. The
+// store may flush its appends later than the timer syncs its files: after
+// a power loss it can end below E. Recovery then resumes the tail at the
+// store's end and drops the log's records past it (their messages are
+// gone, and the store gives their offsets to new ones), and a delivery
+// checks that the message at a record's offset carries the record's time.
 //
 // Delivery is at least once: after a crash, entries delivered since the
 // last checkpoint (at most CheckpointInterval) are delivered again. After a

@@ -93,10 +93,27 @@ func Open(ctx context.Context, opts Options) (*Timer, error) {
 		min, _ := o.Store.Offsets(SystemTopic, 0)
 		cp = checkpoint{cursor: 0, enqNext: min}
 	}
+	// The timer syncs its log and checkpoint; the store may flush its
+	// appends later. After a power loss the store can end before what the
+	// timer recorded: those messages are gone, and the store hands their
+	// offsets to new messages. Enqueueing resumes at the store's end and
+	// the log's entries past it are dropped, or a new message would be
+	// delivered at a lost one's time (or never queued).
+	_, end := o.Store.Offsets(SystemTopic, 0)
+	if cp.enqNext > end {
+		t.log.Warn("timer: the store lost scheduled messages the timer had recorded (a power loss before its flush)",
+			zap.Int64("from", end), zap.Int64("to", cp.enqNext))
+		cp.enqNext = end
+	}
+	lost := 0
 	t.saved = cp
 	t.wheel = newWheel(o.Precision.Milliseconds(), o.Slots, cp.cursor)
 	recovered := 0
 	t.tlog, err = openLog(o.FS, o.Dir, o.SegmentRecords, func(e entry) {
+		if e.offset >= end {
+			lost++
+			return
+		}
 		if e.offset >= cp.enqNext {
 			t.skip[e.offset] = true
 		}
@@ -107,6 +124,9 @@ func Open(ctx context.Context, opts Options) (*Timer, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if lost > 0 {
+		t.log.Warn("timer: dropped log entries of scheduled messages the store lost", zap.Int("entries", lost))
 	}
 	t.enqNext = cp.enqNext
 	t.handedOut.Store(t.wheel.cursor())
@@ -395,6 +415,13 @@ func (t *Timer) deliverOnce(e entry) error {
 		return fmt.Errorf("timer: scheduled message %d not readable yet", e.offset)
 	}
 	m := msgs[0].Message
+	if at, err := strconv.ParseInt(m.Properties[PropDeliverAt], 10, 64); err != nil || at != e.at {
+		// Not the message this entry was made for: its offset was reused
+		// after the store lost the original. Its own entry delivers it.
+		t.log.Error("timer: the message at a scheduled offset is not the one scheduled there; skipping the entry",
+			zap.Int64("offset", e.offset), zap.Int64("deliver_at", e.at), zap.String(PropDeliverAt, m.Properties[PropDeliverAt]))
+		return nil
+	}
 	if e.rolled {
 		props := maps.Clone(m.Properties)
 		n, _ := strconv.Atoi(props[PropRollTimes])

@@ -169,6 +169,9 @@ func (m *Manager) Prepare(ctx context.Context, msg store.Message) (Prepared, err
 	if msg.Topic == "" || msg.QueueID < 0 {
 		return Prepared{}, fmt.Errorf("%w: destination %q/%d", ErrInvalidMessage, msg.Topic, msg.QueueID)
 	}
+	if systemTopic(msg.Topic) {
+		return Prepared{}, fmt.Errorf("%w: destination %q is a topic of the transaction store itself", ErrInvalidMessage, msg.Topic)
+	}
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return Prepared{}, fmt.Errorf("txn: transaction id: %w", err)
@@ -235,6 +238,9 @@ func parseID(txID string) (int64, error) {
 func (m *Manager) End(ctx context.Context, txID, messageID, topic string, r Resolution) error {
 	if m.isClosed() {
 		return ErrClosed
+	}
+	if r != Unknown && r != Commit && r != Rollback {
+		return fmt.Errorf("%w: resolution %d", ErrInvalidResolution, int(r))
 	}
 	off, err := parseID(txID)
 	if err != nil {

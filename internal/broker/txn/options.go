@@ -18,6 +18,11 @@ const (
 	CheckMaxTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
 )
 
+// systemTopic reports whether topic is one of the package's own.
+func systemTopic(topic string) bool {
+	return topic == HalfTopic || topic == OpTopic || topic == CheckMaxTopic
+}
+
 // Property keys the package reads or writes.
 const (
 	PropRealTopic     = "REAL_TOPIC"
@@ -76,6 +81,9 @@ var (
 	// ErrResolved: the transaction was already committed, rolled back or
 	// discarded; nothing changed.
 	ErrResolved = errors.New("txn: transaction already resolved")
+	// ErrInvalidResolution: End got a Resolution other than Unknown,
+	// Commit and Rollback.
+	ErrInvalidResolution = errors.New("txn: invalid resolution")
 	// ErrInvalidMessage: a half message without a destination.
 	ErrInvalidMessage = errors.New("txn: invalid message")
 	// ErrClosed: the manager was closed.
