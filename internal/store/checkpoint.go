@@ -142,13 +142,16 @@ func (s *Store) applyRetention(now time.Time) error {
 	if n == 0 {
 		return nil
 	}
-	s.segMu.Lock()
-	s.segs = s.segs[n:]
-	s.segMu.Unlock()
+	// The queues' minimums move first: a reader then finds its offset
+	// below the minimum (ErrOffsetOutOfRange) rather than a segment gone
+	// under an offset still in range.
 	logMin := segs[n-1].end()
 	for _, q := range s.allQueues() {
 		q.trimBelow(logMin)
 	}
+	s.segMu.Lock()
+	s.segs = s.segs[n:]
+	s.segMu.Unlock()
 	for _, g := range segs[:n] {
 		g.f.Close()
 		if err := s.fs.Remove(g.name); err != nil {
@@ -172,12 +175,12 @@ func (s *Store) firstStoreTS(g *segment) (int64, bool) {
 
 // loadQueues reads the consume-queue files, keeping of each queue the longest
 // prefix of well-formed entries that point inside [.., logEnd), and trims
-// entries below logMin.
-func (s *Store) loadQueues(logMin, logEnd int64) error {
+// entries below logMin. damaged reports that a queue lost entries that way.
+func (s *Store) loadQueues(logMin, logEnd int64) (damaged bool, err error) {
 	root := filepath.Join(s.opts.Dir, cqDir)
 	topicDirs, err := s.fs.ReadDir(root)
 	if err != nil {
-		return fmt.Errorf("store: list consume queues: %w", err)
+		return false, fmt.Errorf("store: list consume queues: %w", err)
 	}
 	for _, td := range topicDirs {
 		topic, ok := unescapeTopic(td)
@@ -186,7 +189,7 @@ func (s *Store) loadQueues(logMin, logEnd int64) error {
 		}
 		qdirs, err := s.fs.ReadDir(filepath.Join(root, td))
 		if err != nil {
-			return fmt.Errorf("store: list consume queues: %w", err)
+			return false, fmt.Errorf("store: list consume queues: %w", err)
 		}
 		for _, qd := range qdirs {
 			id, err := strconv.ParseInt(qd, 10, 32)
@@ -194,9 +197,11 @@ func (s *Store) loadQueues(logMin, logEnd int64) error {
 				continue
 			}
 			q := newConsumeQueue(s.opts.Dir, topic, int32(id), s.topicOpts[topic].BatchCQ, s.opts.CQFileEntries)
-			if err := s.loadQueue(q, logEnd); err != nil {
-				return err
+			broken, err := s.loadQueue(q, logEnd)
+			if err != nil {
+				return false, err
 			}
+			damaged = damaged || broken
 			if len(q.chunks) == 0 {
 				continue
 			}
@@ -206,19 +211,20 @@ func (s *Store) loadQueues(logMin, logEnd int64) error {
 			ts.queues[int32(id)] = q
 		}
 	}
-	return nil
+	return damaged, nil
 }
 
-func (s *Store) loadQueue(q *consumeQueue, logEnd int64) error {
+// loadQueue loads one queue's files; broken reports that entries were
+// dropped (a file cut short, garbage, or a file missing in the sequence).
+func (s *Store) loadQueue(q *consumeQueue, logEnd int64) (broken bool, err error) {
 	names, err := s.fs.ReadDir(q.dir)
 	if err != nil {
-		return fmt.Errorf("store: list consume queue: %w", err)
+		return false, fmt.Errorf("store: list consume queue: %w", err)
 	}
 	decode := DecodeCQEntry
 	if q.batch {
 		decode = DecodeBatchCQEntry
 	}
-	broken := false
 	lastLog := int64(-1)
 	for _, name := range names {
 		first, err := strconv.ParseInt(name, 10, 64)
@@ -234,7 +240,7 @@ func (s *Store) loadQueue(q *consumeQueue, logEnd int64) error {
 		}
 		b, err := s.readFile(path)
 		if err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("store: read consume queue: %w", err)
+			return false, fmt.Errorf("store: read consume queue: %w", err)
 		}
 		c := &cqChunk{first: first}
 		if len(q.chunks) == 0 {
@@ -263,5 +269,5 @@ func (s *Store) loadQueue(q *consumeQueue, logEnd int64) error {
 		}
 		q.chunks = append(q.chunks, c)
 	}
-	return nil
+	return broken, nil
 }

@@ -40,13 +40,24 @@ func validTopic(topic string) error {
 	if len(topic) == 0 || len(topic) > maxTopicLen || !utf8.ValidString(topic) {
 		return fmt.Errorf("store: topic %q must be 1..%d bytes of UTF-8: %w", topic, maxTopicLen, ErrInvalidMessage)
 	}
+	escaped := 0
 	for i := 0; i < len(topic); i++ {
 		if topic[i] == 0 {
 			return fmt.Errorf("store: topic %q holds a NUL byte: %w", topic, ErrInvalidMessage)
 		}
+		escaped += escapedLen(topic[i])
+	}
+	if escaped > maxFileName {
+		// Its queue directory could not be created, and every checkpoint
+		// of the store would fail.
+		return fmt.Errorf("store: topic %q escapes to a directory name of %d bytes, over %d: %w",
+			topic, escaped, maxFileName, ErrInvalidMessage)
 	}
 	return nil
 }
+
+// maxFileName is the longest file name common file systems take.
+const maxFileName = 255
 
 // validate checks a batch and returns the size of its records.
 func (s *Store) validate(msgs []Message) (int, error) {
@@ -249,6 +260,17 @@ func (s *Store) segmentAt(off int64) *segment {
 		return nil
 	}
 	return s.segs[i]
+}
+
+// segmentEnd returns the end of the segment holding log offset off, or -1
+// when no segment holds it.
+func (s *Store) segmentEnd(off int64) int64 {
+	s.segMu.RLock()
+	defer s.segMu.RUnlock()
+	if g := s.segmentAt(off); g != nil {
+		return g.end()
+	}
+	return -1
 }
 
 // readLog reads n bytes of the log at off into dst (grown as needed). The

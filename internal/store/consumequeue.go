@@ -65,13 +65,21 @@ func escapeTopic(t string) string {
 	out := make([]byte, 0, len(t))
 	for i := 0; i < len(t); i++ {
 		c := t[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+		if escapedLen(c) == 1 {
 			out = append(out, c)
 			continue
 		}
 		out = append(out, '%', hex[c>>4], hex[c&15])
 	}
 	return string(out)
+}
+
+// escapedLen is how many bytes escapeTopic writes for c.
+func escapedLen(c byte) int {
+	if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+		return 1
+	}
+	return 3
 }
 
 func unescapeTopic(name string) (string, bool) {

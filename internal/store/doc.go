@@ -108,20 +108,27 @@
 //
 // Open creates the abort marker; Close removes it after a final checkpoint.
 // If the marker is absent and the checkpoint's log end matches the files,
-// Open trusts the files and scans nothing. Otherwise it scans the log from D
+// Open trusts the files and scans nothing, unless a queue file turns out
+// cut short, malformed or missing: then every queue is rebuilt from the
+// whole log. Otherwise it scans the log from D
 // with full checks (frame, CRC, log offset, batch completeness), truncates
 // the log after the last complete append, drops queue entries that are
 // malformed or point past the new end, and re-indexes the log from D,
 // checking entries that exist and adding missing ones. Should a queue turn
-// out to have a hole, every queue is rebuilt from the whole log.
+// out to have a hole, every queue is rebuilt from the whole log. A rebuild
+// keeps, as loaded, the queues whose messages retention deleted: no record
+// is left to rebuild them from, and their files hold their next offsets.
 //
 // # Retention
 //
 // After each checkpoint, whole segments older than RetentionAge or beyond
 // RetentionBytes are deleted from the oldest on (never the active segment nor
 // one past the checkpoint); queue min offsets move past the entries that
-// pointed into them, and queue files wholly below are deleted, keeping each
-// queue's last file so its next offset survives a restart.
+// pointed into them first (so a reader finds its offset out of range, never
+// a segment gone under a valid offset), and queue files wholly below are
+// deleted, keeping each queue's last file so its next offset survives a
+// restart. A topic whose queue directory name (escaped) would pass 255
+// bytes is refused at Append.
 //
 // # Room for upper layers
 //

@@ -42,8 +42,13 @@ func (s *Store) Read(ctx context.Context, topic string, queueID int32, offset in
 			return nil, &OffsetRangeError{Topic: topic, QueueID: queueID, Offset: offset, Min: min, Max: max}
 		}
 		msgs, err := s.readSpans(ctx, q, spans, offset, maxCount)
-		if errors.Is(err, errSegmentGone) && attempt < 3 {
-			continue // retention moved the queue's min meanwhile; look again
+		if errors.Is(err, errSegmentGone) {
+			if attempt < 3 {
+				continue // retention moved the queue's min meanwhile; look again
+			}
+			// Retention keeps taking segments from under this reader: the
+			// messages are gone, as below the minimum.
+			return nil, &OffsetRangeError{Topic: topic, QueueID: queueID, Offset: offset, Min: min, Max: max}
 		}
 		return msgs, err
 	}
@@ -86,7 +91,11 @@ func (s *Store) readSpans(ctx context.Context, q *consumeQueue, spans []span, of
 		}
 		j := i + 1
 		end := spans[i].logOff + int64(spans[i].size)
-		for j < len(spans) && spans[j].logOff == end && end-spans[i].logOff < 1<<20 {
+		// One read stays within one segment: an append that filled a
+		// segment exactly is followed by a record at the next segment's
+		// base, adjacent in offsets but in another file.
+		segEnd := s.segmentEnd(spans[i].logOff)
+		for j < len(spans) && spans[j].logOff == end && end+int64(spans[j].size) <= segEnd && end-spans[i].logOff < 1<<20 {
 			end += int64(spans[j].size)
 			j++
 		}

@@ -108,9 +108,15 @@ func (s *Store) loadTopicOptions() error {
 	if err != nil {
 		return fmt.Errorf("store: read topic options: %w", err)
 	}
-	if err := json.Unmarshal(b, &s.topicOpts); err != nil {
+	var opts map[string]TopicOptions
+	if err := json.Unmarshal(b, &opts); err != nil {
 		return fmt.Errorf("store: topic options file: %w: %w", ErrCorrupt, err)
 	}
+	if opts == nil {
+		// "null": a file no version of the store writes.
+		return fmt.Errorf("store: topic options file holds no object: %w", ErrCorrupt)
+	}
+	s.topicOpts = opts
 	return nil
 }
 
@@ -190,31 +196,26 @@ func (s *Store) recover(ctx context.Context) error {
 	s.writePos = logEnd
 	s.written.Store(logEnd)
 	s.flushed.Store(logEnd)
-	if err := s.loadQueues(logMin, logEnd); err != nil {
+	damaged, err := s.loadQueues(logMin, logEnd)
+	if err != nil {
 		return err
 	}
-	s.pipe = s.startPipeline(from)
-	if err := s.waitRecovered(ctx, logEnd); err != nil {
-		if !errors.Is(err, errQueueGap) {
+	if damaged && !crashed {
+		// After a clean Close the files are trusted and nothing is
+		// re-indexed: a queue file found cut short or missing would
+		// lose its entries, and their offsets would be handed out again.
+		err = fmt.Errorf("%w: a queue file is damaged after a clean shutdown", errQueueGap)
+	} else {
+		s.pipe = s.startPipeline(from)
+		if err = s.waitRecovered(ctx, logEnd); err != nil {
 			s.pipe.stop()
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, errQueueGap) {
 			return err
 		}
-		// A queue file lost entries the checkpoint promised: rebuild every
-		// queue from the whole log.
-		s.log.Warn("store: consume queues inconsistent, rebuilding them from the log", zap.Error(err))
-		s.pipe.stop()
-		s.topicsMu.Lock()
-		s.topics = map[string]*topicState{}
-		s.topicsMu.Unlock()
-		if err := s.fs.RemoveAll(filepath.Join(s.opts.Dir, cqDir)); err != nil {
-			return fmt.Errorf("store: remove consume queues: %w", err)
-		}
-		if err := s.fs.MkdirAll(filepath.Join(s.opts.Dir, cqDir), 0o755); err != nil {
-			return fmt.Errorf("store: create consume queues: %w", err)
-		}
-		s.pipe = s.startPipeline(logMin)
-		if err := s.waitRecovered(ctx, logEnd); err != nil {
-			s.pipe.stop()
+		if err := s.rebuildQueues(ctx, logMin, logEnd, err); err != nil {
 			return err
 		}
 	}
@@ -233,6 +234,51 @@ func (s *Store) recover(ctx context.Context) error {
 }
 
 var errQueueGap = errors.New("store: consume queue gap")
+
+// rebuildQueues rebuilds every queue from the whole log, after a queue file
+// lost entries the checkpoint promised (why). A queue whose messages
+// retention deleted has no record left to rebuild it from: only its file
+// remembered its next offset, so it is kept as loaded and written again.
+func (s *Store) rebuildQueues(ctx context.Context, logMin, logEnd int64, why error) error {
+	s.log.Warn("store: consume queues inconsistent, rebuilding them from the log", zap.Error(why))
+	var retired []*consumeQueue
+	s.topicsMu.Lock()
+	for _, ts := range s.topics {
+		for _, q := range ts.queues {
+			if q.min == q.max {
+				retired = append(retired, q)
+			}
+		}
+	}
+	s.topics = map[string]*topicState{}
+	s.topicsMu.Unlock()
+	if err := s.fs.RemoveAll(filepath.Join(s.opts.Dir, cqDir)); err != nil {
+		return fmt.Errorf("store: remove consume queues: %w", err)
+	}
+	if err := s.fs.MkdirAll(filepath.Join(s.opts.Dir, cqDir), 0o755); err != nil {
+		return fmt.Errorf("store: create consume queues: %w", err)
+	}
+	s.pipe = s.startPipeline(logMin)
+	if err := s.waitRecovered(ctx, logEnd); err != nil {
+		s.pipe.stop()
+		return err
+	}
+	for _, q := range retired {
+		ts := s.topicState(q.topic, true)
+		ts.mu.Lock()
+		if ts.queues[q.id] == nil {
+			q.mu.Lock()
+			for _, c := range q.chunks {
+				c.persisted, c.truncated = 0, false
+			}
+			q.removed, q.dirMade, q.dirty = nil, false, true
+			q.mu.Unlock()
+			ts.queues[q.id] = q
+		}
+		ts.mu.Unlock()
+	}
+	return nil
+}
 
 func (s *Store) waitRecovered(ctx context.Context, logEnd int64) error {
 	if err := s.waitDispatched(ctx, logEnd); err != nil {

@@ -405,14 +405,7 @@ func TestQueueHoleTriggersFullRebuild(t *testing.T) {
 	// checkpoint finds offset 9 after offset 3, a hole.
 	require.NoError(t, fs.Remove("/data/consumequeue/H/1/"+segmentName(4)))
 	_, end := s.LogRange()
-	f, err := fs.OpenFile("/data/checkpoint", os.O_RDWR, 0)
-	require.NoError(t, err)
-	_, err = f.WriteAt(checkpointRec{seq: 1 << 40, dispatched: last.LogOffset, logEnd: end}.encode(), 0)
-	require.NoError(t, err)
-	f.Close()
-	a, err := fs.OpenFile("/data/abort", os.O_RDWR|os.O_CREATE, 0o644)
-	require.NoError(t, err)
-	a.Close()
+	forgeUncleanCheckpoint(t, fs, last.LogOffset, end)
 
 	s = openMem(t, fs, func(o *Options) { mod(o); o.Logger = zaptest.NewLogger(t) })
 	defer s.Close()
