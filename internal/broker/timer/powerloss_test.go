@@ -26,14 +26,8 @@ func TestPowerLossDoesNotDeliverAnotherMessageEarly(t *testing.T) {
 }
 
 func runPowerLoss(t *testing.T, seed uint64) bool {
-	fs := vfs.NewMem(seed)
-	sopts := store.Options{Dir: "/s", FS: fs, SegmentSize: store.MinSegmentSize, MaxMessageSize: 64 << 10,
-		FlushInterval: time.Hour, CheckpointInterval: time.Hour}
-	st := openStore(t, sopts)
-	clock := newFakeClock(time.UnixMilli(1_700_000_000_000))
-	rec := newRecorder(clock, nil)
-	mod := func(o *Options) { o.Clock = clock; o.CheckpointInterval = 2 * time.Millisecond }
-	tm := openTimer(t, st, fs, "/timer", rec, mod)
+	r := newPowerLossRig(t, seed)
+	fs, sopts, st, clock, tm := r.fs, r.sopts, r.st, r.clock, r.tm
 	start := clock.Now()
 	_, err := tm.Schedule(testCtx(t), delayed("lost", "dest", 0), start.Add(time.Second))
 	require.NoError(t, err)
@@ -87,14 +81,8 @@ func TestPowerLossDoesNotDropLaterMessages(t *testing.T) {
 }
 
 func runPowerLossDelivered(t *testing.T, seed uint64) bool {
-	fs := vfs.NewMem(seed)
-	sopts := store.Options{Dir: "/s", FS: fs, SegmentSize: store.MinSegmentSize, MaxMessageSize: 64 << 10,
-		FlushInterval: time.Hour, CheckpointInterval: time.Hour}
-	st := openStore(t, sopts)
-	clock := newFakeClock(time.UnixMilli(1_700_000_000_000))
-	rec := newRecorder(clock, nil)
-	mod := func(o *Options) { o.Clock = clock; o.CheckpointInterval = 2 * time.Millisecond }
-	tm := openTimer(t, st, fs, "/timer", rec, mod)
+	r := newPowerLossRig(t, seed)
+	fs, sopts, st, clock, rec, tm := r.fs, r.sopts, r.st, r.clock, r.rec, r.tm
 	_, err := tm.Schedule(testCtx(t), delayed("first", "dest", 0), clock.Now().Add(50*time.Millisecond))
 	require.NoError(t, err)
 	waitFor(t, 5*time.Second, "first delivery", func() bool {
@@ -132,4 +120,27 @@ func runPowerLossDelivered(t *testing.T, seed uint64) bool {
 	require.Equal(t, 1, rec2.count(), "a message scheduled after the restart (due %s ago) was never delivered; pending in wheel: %d",
 		clock.Now().Sub(at), tm2.Stats().Pending)
 	return true
+}
+
+// powerLossRig is a timer over a store that never flushes on its own (an
+// hour apart), on a file system that can be cloned as a power loss leaves
+// it, with a fake clock and a timer that checkpoints every 2 ms.
+type powerLossRig struct {
+	fs    *vfs.MemFS
+	sopts store.Options
+	st    *store.Store
+	clock *fakeClock
+	rec   *recorder
+	tm    *Timer
+}
+
+func newPowerLossRig(t *testing.T, seed uint64) powerLossRig {
+	fs := vfs.NewMem(seed)
+	sopts := store.Options{Dir: "/s", FS: fs, SegmentSize: store.MinSegmentSize, MaxMessageSize: 64 << 10,
+		FlushInterval: time.Hour, CheckpointInterval: time.Hour}
+	st := openStore(t, sopts)
+	clock := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	rec := newRecorder(clock, nil)
+	mod := func(o *Options) { o.Clock = clock; o.CheckpointInterval = 2 * time.Millisecond }
+	return powerLossRig{fs: fs, sopts: sopts, st: st, clock: clock, rec: rec, tm: openTimer(t, st, fs, "/timer", rec, mod)}
 }
