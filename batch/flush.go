@@ -174,7 +174,7 @@ func (a *Accumulator[K, T, R]) putBatch(b *batch[K, T, R]) {
 // MaxDelay/2 while items may linger in a buffer; once a tick finds none, it
 // relaxes to one tick per idleTick (all that dropping idle keys needs) and
 // sleeps once no key has state. An item left waiting in a buffer (its key
-// busy) wakes it back to the fast pace, as does a new key when it sleeps.
+// busy) wakes it back to the fast pace, as does a new key.
 // A producer whose sends all leave at once (one synchronous sender, a
 // light load) thus costs no wake-ups every MaxDelay/2.
 func (a *Accumulator[K, T, R]) tickLoop() {
@@ -194,6 +194,11 @@ func (a *Accumulator[K, T, R]) tickLoop() {
 		period = p
 		a.asleep.Store(p == 0)
 	}
+	// hurry returns to the fast pace: items wait, or may.
+	hurry := func() {
+		a.relaxed.Store(false)
+		setPeriod(d)
+	}
 	var qs []*queue[K, T, R]
 	for {
 		var tc <-chan time.Time
@@ -211,14 +216,12 @@ func (a *Accumulator[K, T, R]) tickLoop() {
 				}
 			}
 		case <-a.wake:
-			a.relaxed.Store(false)
-			setPeriod(d)
+			hurry()
 		case <-tc:
 			var lingering bool
 			qs, lingering = a.tick(qs)
 			if lingering {
-				a.relaxed.Store(false)
-				setPeriod(d)
+				hurry()
 				continue
 			}
 			// Relax, then look again: an Add that left an item waiting
@@ -226,8 +229,7 @@ func (a *Accumulator[K, T, R]) tickLoop() {
 			// must see its item.
 			a.relaxed.Store(true)
 			if a.lingering() {
-				a.relaxed.Store(false)
-				setPeriod(d)
+				hurry()
 				continue
 			}
 			if a.keys() == 0 {

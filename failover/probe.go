@@ -8,6 +8,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// bringsBack reports whether the tuning brings down resources back at all:
+// by probing them, or by ending their quarantine (negative: never).
+func (c *Config[T]) bringsBack() bool { return c.Checker != nil || c.Quarantine >= 0 }
+
 // ensureMaintainer starts the background round that brings down resources
 // back, unless it runs already, the picker is closed, or there is nothing it
 // could do (no Checker and no quarantine).
@@ -17,7 +21,7 @@ import (
 // after that decision calls here under the same mutex, so a down resource is
 // never left without a round.
 func (p *Picker[T]) ensureMaintainer() {
-	if c := p.conf(); c.Checker == nil && c.Quarantine < 0 {
+	if !p.conf().bringsBack() {
 		return
 	}
 	p.maintMu.Lock()
@@ -69,7 +73,7 @@ func (p *Picker[T]) stopMaintainer() {
 func (p *Picker[T]) stopIfIdle() bool {
 	p.maintMu.Lock()
 	defer p.maintMu.Unlock()
-	if c := p.conf(); c.Checker == nil && c.Quarantine < 0 {
+	if !p.conf().bringsBack() {
 		p.running = false
 		return true
 	}

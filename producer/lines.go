@@ -8,10 +8,11 @@ import (
 )
 
 // fifoLines keeps FIFO messages that go alone in order when batching is
-// off, synchronous and asynchronous sends of a group alike. Batched FIFO messages get this from the accumulator, which has one
-// request of a key in flight at a time; an asynchronous send that goes
-// alone would otherwise start its request at once, and the requests of a
-// group would race each other to the broker. Each key (target, queue,
+// off, synchronous and asynchronous sends of a group alike. Batched FIFO
+// messages get this from the accumulator, which has one request of a key in
+// flight at a time; a send that goes alone would otherwise start its
+// request at once, and the requests of a group would race each other to the
+// broker. Each key (target, queue,
 // group) with messages waiting has a line and one goroutine that sends
 // them one after the other, in the order they were dispatched, and ends
 // when the line is empty.

@@ -164,7 +164,7 @@ func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func
 		return
 	}
 	if pd.msg.MessageGroup != "" {
-		p.dispatch(pd)
+		p.dispatch(pd, nil)
 		return
 	}
 	// The message's bytes are held while it waits, so that the cap bounds
@@ -175,16 +175,7 @@ func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func
 		p.asyncFinish(pd, nil, p.fail(pd, err))
 		return
 	}
-	go func() {
-		t, q, err := p.pick(pd.ctx, pd)
-		// Given back just before the attempt takes them again.
-		release()
-		if err != nil {
-			p.asyncFinish(pd, nil, p.fail(pd, err))
-			return
-		}
-		p.attempt(pd, t, q)
-	}()
+	go p.dispatch(pd, release)
 }
 
 // SendBatch sends several messages at once and returns one result per
@@ -475,9 +466,14 @@ func (p *Producer) fail(pd *pending, err error) error {
 }
 
 // dispatch picks a target, waiting for one as long as the send's context
-// allows, and starts one attempt of an asynchronous send.
-func (p *Producer) dispatch(pd *pending) {
+// allows, and starts one attempt of an asynchronous send. held, when not
+// nil, gives back bytes of the cap held while waiting; they are given back
+// just before the attempt takes them again.
+func (p *Producer) dispatch(pd *pending, held func()) {
 	t, q, err := p.pick(pd.ctx, pd)
+	if held != nil {
+		held()
+	}
 	if err != nil {
 		p.asyncFinish(pd, nil, p.fail(pd, err))
 		return
@@ -523,7 +519,7 @@ func (p *Producer) asyncOutcome(pd *pending, r driver.SendResult, err error) {
 		return
 	}
 	if p.retryable(pd.ctx, pd, err) {
-		go p.dispatch(pd)
+		go p.dispatch(pd, nil)
 		return
 	}
 	p.asyncFinish(pd, nil, p.fail(pd, err))

@@ -1,13 +1,10 @@
 package store
 
 import (
-	"strings"
-
 	"os"
-
-	"time"
-
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 

@@ -73,8 +73,8 @@ func (s *suite) testDeadLetterAfterMaxAttempts(t *testing.T) {
 	require.True(t, ok, "settings echo")
 	require.Equal(t, DLQMaxAttempts, ss.Retry.MaxAttempts, "the server announces the group's maximum attempts")
 
-	dc := s.consumer(t, GroupDLQReader, driver.Filter{}, DeadLetterTopic(GroupDLQ))
-	drd := s.reader(ctx, t, dc, DeadLetterTopic(GroupDLQ), driver.Filter{})
+	dc := s.consumer(t, GroupDLQReader, driver.Filter{}, driver.DeadLetterTopic(GroupDLQ))
+	drd := s.reader(ctx, t, dc, driver.DeadLetterTopic(GroupDLQ), driver.Filter{})
 	dead := s.awaitDeadLetter(ctx, t, rd, drd, m.ID, invisible)
 	// The proxy counts the pop that found the attempts used up, and the
 	// move itself: attempts made + 2.
@@ -106,8 +106,8 @@ func (s *suite) testForwardToDeadLetterQueue(t *testing.T) {
 		DeliveryAttempt: got.DeliveryAttempt, MaxDeliveryAttempts: 17,
 	}))
 
-	dc := s.consumer(t, GroupDLQReader, driver.Filter{}, DeadLetterTopic(GroupForward))
-	drd := s.reader(ctx, t, dc, DeadLetterTopic(GroupForward), driver.Filter{})
+	dc := s.consumer(t, GroupDLQReader, driver.Filter{}, driver.DeadLetterTopic(GroupForward))
+	drd := s.reader(ctx, t, dc, driver.DeadLetterTopic(GroupForward), driver.Filter{})
 	dead := s.awaitDeadLetter(ctx, t, rd, drd, m.ID, invisible)
 	s.checkDeadLetter(t, m, dead, TopicForward, int(got.DeliveryAttempt)+1)
 }

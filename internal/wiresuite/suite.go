@@ -85,9 +85,6 @@ const (
 	maxBody = 4 << 20
 )
 
-// DeadLetterTopic returns the dead-letter topic of a consumer group.
-func DeadLetterTopic(group string) string { return "%DLQ%" + group }
-
 // Group is a consumer group the suite needs.
 type Group struct {
 	Name string
@@ -101,7 +98,7 @@ type Group struct {
 func Topics() []string {
 	return []string{
 		TopicSend, TopicBatch, TopicAck, TopicRedeliver, TopicNack, TopicDLQ, TopicForward, TopicFilter,
-		DeadLetterTopic(GroupDLQ), DeadLetterTopic(GroupForward),
+		driver.DeadLetterTopic(GroupDLQ), driver.DeadLetterTopic(GroupForward),
 	}
 }
 
