@@ -33,6 +33,12 @@ type Instance struct {
 	Meta map[string]string
 }
 
+// Validate reports why the instance cannot be registered: a missing
+// group, id or address, or a malformed lane. The error wraps
+// ErrInvalidInstance. Every Registry checks it in Register; a registry of
+// another store checks what it reads back with it too.
+func (in Instance) Validate() error { return in.validate() }
+
 func (in Instance) validate() error {
 	switch {
 	case in.Group == "":
