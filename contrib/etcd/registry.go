@@ -121,7 +121,9 @@ func (r *Registry) isClosed() bool {
 
 func (r *Registry) groupPrefix(group string) string { return r.prefix + url.PathEscape(group) + "/" }
 
-func (r *Registry) key(in lane.Instance) string { return r.groupPrefix(in.Group) + url.PathEscape(in.ID) }
+func (r *Registry) key(in lane.Instance) string {
+	return r.groupPrefix(in.Group) + url.PathEscape(in.ID)
+}
 
 // ttlSeconds is the lease TTL etcd is asked for: whole seconds, rounded
 // up, at least one.

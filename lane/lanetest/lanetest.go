@@ -577,7 +577,7 @@ func testContext(t *testing.T, h Harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	calls := map[string]func() error{
-		"Register": func() error { _, err := r.Register(ctx, instance(g, "", "2"), time.Minute); return err },
+		"Register":  func() error { _, err := r.Register(ctx, instance(g, "", "2"), time.Minute); return err },
 		"Instances": func() error { _, err := r.Instances(ctx, g, ""); return err },
 		"Lanes":     func() error { _, err := r.Lanes(ctx, g); return err },
 		"Snapshot":  func() error { _, err := r.Snapshot(ctx, g); return err },
