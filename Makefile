@@ -5,22 +5,43 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 2s
 
-.PHONY: all test vet race fmt-check example bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz
+.PHONY: all test vet race fmt-check example example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet
+
+# Modules of their own under contrib/ (kept out of the core's dependencies);
+# make test vets and tests each of them too.
+CONTRIB := contrib/etcd
 
 all: test
 
-# vet + the whole suite with the race detector. This is the README's test command.
+# vet + the whole suite with the race detector, core module then each
+# contrib module. This is the README's test command.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@set -e; for m in $(CONTRIB); do echo "== $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...); done
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@set -e; for m in $(CONTRIB); do (cd $$m && $(GO) vet ./...); done
 
 # The main job: a producer against the embedded two-cluster broker.
 example:
 	$(GO) run ./examples/producer
+
+# A fleet on etcd: consumer processes in lanes a.x, a and base, one per
+# process, found through the etcd registry, plus a producer; each message
+# is traced to its lane. Shows the lane failover when a process is killed.
+example-fleet:
+	cd contrib/etcd && $(GO) run ./examples/fleet
+
+# The fleet run three times at 100 messages per second per lane: SIGKILL
+# of the a.x process, its restart, a configuration published to etcd;
+# ends with FIGURE fleet_lane_failover_ms, fleet_config_apply_ms (medians),
+# fleet_lost, fleet_handled_twice, fleet_misrouted (totals, all must be 0).
+FLEET_RUNS ?= 3
+fleet:
+	cd contrib/etcd && $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime $(FLEET_RUNS)x -timeout 30m ./internal/fleet/ | (cd ../.. && $(GO) run ./internal/benchfig)
 
 # Storage-core benchmarks; ends with one FIGURE line per figure.
 bench-store:
