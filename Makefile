@@ -5,7 +5,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 2s
 
-.PHONY: all test vet race fmt-check example example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet
+.PHONY: all test vet race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet
 
 # Modules of their own under contrib/ (kept out of the core's dependencies);
 # make test vets and tests each of them too.
@@ -25,9 +25,25 @@ vet:
 	$(GO) vet $(PKGS)
 	@set -e; for m in $(CONTRIB); do (cd $$m && $(GO) vet ./...); done
 
-# The main job: a producer against the embedded two-cluster broker.
+# The main job: a producer against the embedded two-cluster broker. It
+# prints the average batch (messages against requests), the clusters'
+# shares against their weights, and a failover while one cluster is down.
 example:
 	$(GO) run ./examples/producer
+
+# Lane routing: three consumers of one group (base, gray, gray.canary) and
+# which of them handled each message, received or forwarded.
+example-consumer:
+	$(GO) run ./examples/consumer
+
+# Every benchmark target pipes its run through internal/benchfig, which
+# prints one FIGURE line per figure (the median when a figure is reported
+# more than once) and fails the target when a figure of its -want list is
+# missing.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+want   = -want '$(subst $(space),$(comma),$(strip $(1)))'
 
 # A fleet on etcd: consumer processes in lanes a.x, a and base, one per
 # process, found through the etcd registry, plus a producer; each message
@@ -41,33 +57,41 @@ example-fleet:
 # fleet_lost, fleet_handled_twice, fleet_misrouted (totals, all must be 0).
 FLEET_RUNS ?= 3
 fleet:
-	cd contrib/etcd && $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime $(FLEET_RUNS)x -timeout 30m ./internal/fleet/ | (cd ../.. && $(GO) run ./internal/benchfig)
+	cd contrib/etcd && $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime $(FLEET_RUNS)x -timeout 30m ./internal/fleet/ | (cd ../.. && $(GO) run ./internal/benchfig $(call want,fleet_lane_failover_ms fleet_config_apply_ms fleet_lost fleet_handled_twice fleet_misrouted fleet_acked_sends))
 
 # Storage-core benchmarks; ends with one FIGURE line per figure.
+STORE_FIGURES := disk_seq_write_mb_s store_append_async_mb_s store_sync_1_msgs_s store_sync_64_msgs_s \
+	store_append_msgs_s store_dispatch_msgs_s store_16q_msgs_s store_10000q_msgs_s cq_lookup_ns batchcq_lookup_ns
 bench-store:
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/store/ | $(GO) run ./internal/benchfig
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/store/ | $(GO) run ./internal/benchfig $(call want,$(STORE_FIGURES))
 
 # Producer: synchronous Send of 1 KB messages from 1, 16 and 64 senders,
 # batched and unbatched, against the embedded two-cluster broker, plus the
 # single-threaded failover picker; ends with one FIGURE line per figure.
 # The produce figures are medians of 25 alternating rounds per mode, each
 # PRODUCE_ROUND of wall time (a shared machine makes single rounds swing by
-# a tenth or more).
+# a tenth or more). failover_picks_s is picks per wall-clock second of one
+# goroutine over five healthy resources (the sub-benchmark n=5 alone).
 PRODUCE_ROUND ?= 200ms
+PRODUCE_FIGURES := $(foreach c,1 16 64,$(foreach m,batched unbatched,produce_$(m)_c$(c)_msgs_s produce_$(m)_c$(c)_p99_ms)) \
+	failover_picks_s
 bench-produce:
 	{ PRODUCE_ROUND=$(PRODUCE_ROUND) $(GO) test -run '^$$' -bench '^BenchmarkProduce$$' -benchtime 1x -timeout 10m ./producer/ && \
-	  $(GO) test -run '^$$' -bench '^BenchmarkPick$$/^n=5$$' -benchtime $(BENCHTIME) ./failover/ ; } | $(GO) run ./internal/benchfig
+	  $(GO) test -run '^$$' -bench '^BenchmarkPick$$/^n=5$$' -benchtime $(BENCHTIME) ./failover/ ; } | $(GO) run ./internal/benchfig $(call want,$(PRODUCE_FIGURES))
 
-# End-to-end consumption against the embedded brokers, one run of fixed
-# size: produce and consume at once, then lane forwarding latency.
+# Consumption against the embedded brokers, runs of fixed size: produce
+# and consume at once (e2e_*: the produce rate caps the consume rate), lane
+# forwarding latency (forward_*), and the consumer's capacity alone, two
+# consumers draining a topic filled beforehand (drain_consume_msgs_s).
+CONSUME_FIGURES := e2e_produce_msgs_s e2e_consume_msgs_s forward_p50_ms forward_p99_ms drain_consume_msgs_s
 bench-consume:
-	$(GO) test -run '^$$' -bench '^BenchmarkE2E$$' -benchtime 1x -timeout 10m ./consumer/ | $(GO) run ./internal/benchfig
+	$(GO) test -run '^$$' -bench '^(BenchmarkE2E|BenchmarkDrain)$$' -benchtime 1x -timeout 10m ./consumer/ | $(GO) run ./internal/benchfig $(call want,$(CONSUME_FIGURES))
 
 # Wire benchmark: driver -> embedded broker over gRPC, 1 KiB messages, one
 # message and batches of 32 per request, 64 concurrent callers, one run; ends
 # with FIGURE wire_send_1_msgs_s and FIGURE wire_send_32_msgs_s.
 bench-wire:
-	$(GO) test -run '^$$' -bench '^BenchmarkWireSend$$' -benchtime $(BENCHTIME) -count 1 ./internal/wiresuite/ | $(GO) run ./internal/benchfig
+	$(GO) test -run '^$$' -bench '^BenchmarkWireSend$$' -benchtime $(BENCHTIME) -count 1 ./internal/wiresuite/ | $(GO) run ./internal/benchfig $(call want,wire_send_1_msgs_s wire_send_32_msgs_s)
 
 # Delayed messages: 10,000 with random delays up to 10 s, on the wall
 # clock. First the timer store alone (due time to the append into the real
@@ -77,7 +101,7 @@ bench-wire:
 # an early or duplicate delivery fails).
 bench-delay:
 	{ $(GO) test -run '^$$' -bench '^BenchmarkDelayLateness$$' -benchtime 1x -timeout 5m ./internal/broker/timer/ && \
-	  $(GO) test -run '^$$' -bench '^BenchmarkDelayEndToEnd$$' -benchtime 1x -timeout 5m ./embedded/ ; } | $(GO) run ./internal/benchfig
+	  $(GO) test -run '^$$' -bench '^BenchmarkDelayEndToEnd$$' -benchtime 1x -timeout 5m ./embedded/ ; } | $(GO) run ./internal/benchfig $(call want,delay_timer_p99_late_ms delay_p99_late_ms)
 
 # Every fuzz target, FUZZTIME each (go test -fuzz takes one target at a time).
 FUZZTIME ?= 30s

@@ -15,5 +15,12 @@
 //   - internal/store: the embedded broker's storage core.
 //   - internal/driver: the only code that speaks the RocketMQ 5 gRPC wire.
 //
-// This root package holds no code; import the packages above.
+// This root package holds only the module's Version; import the packages
+// above. Changes from version to version are listed in CHANGELOG.md; the
+// module follows semantic versioning, and before 1.0.0 a minor version may
+// change the API.
 package twinmq
+
+// Version is the version of the module this code belongs to: the latest
+// in CHANGELOG.md, whose release is tagged "v" + Version.
+const Version = "0.1.0"

@@ -203,11 +203,12 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads a duration string.
+// UnmarshalJSON reads a duration string. Parse puts the field's path in
+// front of its errors ("batching.maxDelay: got the number 10, ...").
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration %s must be a string such as \"10ms\" or \"2s\"", b)
+	if len(b) == 0 || b[0] != '"' || json.Unmarshal(b, &s) != nil {
+		return fmt.Errorf("got %s, want a duration string such as \"10ms\" or \"2s\" (a bare number's unit would be a guess)", describe(b))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {

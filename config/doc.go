@@ -34,9 +34,13 @@
 //     twice keeps its last value.
 //   - Durations are Go duration strings ("10ms"); a bare number is refused
 //     because its unit would be a guess.
-//   - Parse fills in defaults (Default lists them) and Validate checks every
-//     rule at once, returning a *ValidationError that lists each problem by
-//     path. Both wrap ErrInvalidConfig. A cluster's weight 0 is allowed and
+//   - Every problem of a document is reported at once, each by its path
+//     ("batching.maxDelay: got the number 10, want a duration string ...").
+//     Parse decodes field by field (with encoding/json's rules, but without
+//     stopping at the first bad field) and fills in defaults (Default lists
+//     them); Validate checks every rule. Both return a *ValidationError that
+//     lists each problem, and a document Parse refuses also lists the rules
+//     its other fields break. Both wrap ErrInvalidConfig. A cluster's weight 0 is allowed and
 //     drains it; a topic whose clusters all weigh 0 is not.
 //
 // # Sources

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 )
 
 // MaxDocumentBytes bounds a document: a config is kilobytes, and a source
@@ -43,16 +44,48 @@ func Default() *Config {
 // Parse decodes a JSON document and fills in defaults. It refuses unknown
 // fields (a misspelt "maxDelay" must not silently become the default),
 // trailing data, wrong types and duration numbers, with errors wrapping
-// ErrInvalidConfig. It does not check values: call Validate, or let a
-// Watcher do both.
+// ErrInvalidConfig. A document that is well-formed JSON but has such
+// problems gets a *ValidationError that lists every one of them by path
+// ("batching.maxDelay"), followed by the rules the rest of the document
+// breaks (Validate's problems, except those about a field that could not be
+// decoded), so that one round of fixes mends them all. A document that
+// decodes is not checked: call Validate, or let a Watcher do both.
 func Parse(data []byte) (*Config, error) {
 	if len(data) > MaxDocumentBytes {
 		return nil, fmt.Errorf("document of %d bytes exceeds %d: %w", len(data), MaxDocumentBytes, ErrInvalidConfig)
 	}
-	c := Default()
-	if err := decodeStrict(data, c); err != nil {
+	// Syntax first, with encoding/json's position in the message: the
+	// field-by-field decoding below takes well-formed values only.
+	var raw json.RawMessage
+	if err := decodeStrict(data, &raw); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	c := Default()
+	var d decoder
+	d.value("", raw, reflect.ValueOf(c).Elem())
+	fillIn(c)
+	if len(d.ps) == 0 {
+		return c, nil
+	}
+	ps := d.ps
+	var ve *ValidationError
+	if errors.As(c.Validate(), &ve) {
+	rules:
+		for _, q := range ve.Problems {
+			for _, b := range d.broken {
+				if covers(b, q.Path) {
+					continue rules
+				}
+			}
+			ps = append(ps, q)
+		}
+	}
+	return nil, &ValidationError{Problems: ps}
+}
+
+// fillIn sets the defaults that depend on where a value sits: a cluster's
+// physical topic and a consumer group's settings.
+func fillIn(c *Config) {
 	for name, t := range c.Topics {
 		for i := range t.Clusters {
 			if t.Clusters[i].Topic == "" {
@@ -72,10 +105,10 @@ func Parse(data []byte) (*Config, error) {
 		}
 		c.Consumers[g] = cs
 	}
-	return c, nil
 }
 
-// Load is Parse followed by Validate.
+// Load is Parse followed by Validate: either error lists every problem of
+// the document.
 func Load(data []byte) (*Config, error) {
 	c, err := Parse(data)
 	if err != nil {

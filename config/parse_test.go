@@ -281,3 +281,77 @@ func TestValidateTellsCodeBuiltConfigHowToMend(t *testing.T) {
 	assert.Contains(t, byPath["consumers.g.concurrency"], "defaults a missing one to 16")
 	assert.Contains(t, byPath["consumers.g.maxAttempts"], "defaults a missing one to 16")
 }
+
+// problemMap returns the problems of a *ValidationError by path.
+func problemMap(t *testing.T, err error) map[string]string {
+	t.Helper()
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve, "%v", err)
+	out := map[string]string{}
+	for _, p := range ve.Problems {
+		out[p.Path] = p.Message
+	}
+	return out
+}
+
+// A duration written as a number names its field, and a second one is
+// reported too: encoding/json stopped at the first, with no path.
+func TestParseNamesEveryBadFieldByPath(t *testing.T) {
+	_, err := Parse([]byte(`{
+	  "topics": {"orders": {"clusters": [{"name": "dc1", "endpoints": ["h:1"], "weight": "heavy"}]}},
+	  "batching": {"maxDelay": 10, "batchMaxBytes": 1.5, "maxDelai": "1ms"},
+	  "timeouts": {"request": 3000},
+	  "lanes": {"leaseTTL": "3 parsecs"},
+	  "consumers": "billing"
+	}`))
+	got := problemMap(t, err)
+	assert.Equal(t, map[string]string{
+		"topics.orders.clusters[0].weight": `got the string "heavy", want an integer in range`,
+		"batching.maxDelay":                `got the number 10, want a duration string such as "10ms" or "2s" (a bare number's unit would be a guess)`,
+		"batching.batchMaxBytes":           "got the number 1.5, want an integer in range",
+		"batching.maxDelai":                "unknown field",
+		"timeouts.request":                 `got the number 3000, want a duration string such as "10ms" or "2s" (a bare number's unit would be a guess)`,
+		"lanes.leaseTTL":                   `duration "3 parsecs": time: unknown unit " parsecs" in duration "3 parsecs"`,
+		"consumers":                        `got the string "billing", want an object`,
+	}, got)
+	assert.Contains(t, err.Error(), "config: 7 problem(s): topics.orders.clusters[0].weight: ")
+}
+
+// With decoding problems, Parse also reports the rules the rest of the
+// document breaks, but not those about a field it could not decode (whose
+// default stands in for it).
+func TestParseReportsRuleProblemsBesideDecodingProblems(t *testing.T) {
+	_, err := Parse([]byte(`{
+	  "topics": {"orders": {"clusters": [{"name": "dc1", "endpoints": ["nohost"], "weight": "heavy"}]}},
+	  "batching": {"maxDelay": "5s"},
+	  "timeouts": {"request": 3}
+	}`))
+	got := problemMap(t, err)
+	assert.Contains(t, got, "topics.orders.clusters[0].weight", "the decoding problem")
+	assert.Contains(t, got, "timeouts.request", "the decoding problem")
+	assert.Contains(t, got, "topics.orders.clusters[0].endpoints[0]", "a rule problem elsewhere")
+	assert.Contains(t, got, "batching.maxDelay", "a rule problem elsewhere")
+	assert.NotContains(t, got, "topics.orders.clusters", "every-weight-0 stems from the undecoded weight")
+	assert.Len(t, got, 4, err.Error())
+}
+
+func TestParseKeepsEncodingJSONRules(t *testing.T) {
+	c, err := Parse([]byte(`{"BATCHING": {"MaxDelay": "1ms"}, "batching": {"enabled": false},
+	  "topics": {"t": {"clusters": [{"name": "a", "endpoints": ["h:1"]}, {"name": "b", "endpoints": ["h:2"], "weight": 0}]}}}`))
+	require.NoError(t, err)
+	assert.Equal(t, Duration(time.Millisecond), c.Batching.MaxDelay, "keys fold case; an object given twice is merged")
+	assert.False(t, c.Batching.Enabled)
+	assert.Equal(t, DefaultWeight, c.Topics["t"].Clusters[0].Weight, "a missing weight is the default")
+	assert.Equal(t, 0, c.Topics["t"].Clusters[1].Weight, "an explicit 0 drains")
+
+	for _, doc := range []string{`[]`, `"x"`, `{"batching": {"maxDelay": null}}`} {
+		_, err := Parse([]byte(doc))
+		problemMap(t, err)
+	}
+}
+
+func TestProblemString(t *testing.T) {
+	assert.Equal(t, "a.b: bad", Problem{Path: "a.b", Message: "bad"}.String())
+	assert.Equal(t, "no document", Problem{Message: "no document"}.String())
+}

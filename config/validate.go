@@ -34,7 +34,14 @@ type Problem struct {
 	Message string
 }
 
-func (p Problem) String() string { return p.Path + ": " + p.Message }
+// String is "path: message", or the message alone for the document as a
+// whole.
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
 
 // ValidationError lists every problem of a document, so one round of fixes
 // mends them all. It wraps ErrInvalidConfig.

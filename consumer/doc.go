@@ -151,10 +151,29 @@
 //
 // # Metrics
 //
-// With WithRegisterer, labelled by group and topic: twinmq_consumer_
-// received_total{cluster}, redeliveries_total, handled_total{result},
-// handler_duration_seconds, forwarded_total{result}, forward_duration_
-// seconds, fallback_level_total{level}, forward_served_total{result},
-// held_total, dead_letters_total{reason}, settle_errors_total{op} and
-// malformed_lane_total, plus the RocketMQ clients' twinmq_driver_* series.
+// With WithRegisterer, every series labelled by group and topic:
+//
+//   - twinmq_consumer_received_total{cluster}: messages received.
+//   - twinmq_consumer_redeliveries_total: received with an attempt above 1.
+//   - twinmq_consumer_handled_total{result}: handler runs (ok, error, panic,
+//     canceled).
+//   - twinmq_consumer_handler_duration_seconds: time a handler ran.
+//   - twinmq_consumer_forwarded_total{result}: messages forwarded to
+//     another lane's consumer.
+//   - twinmq_consumer_forward_duration_seconds: one forwarded delivery, the
+//     remote handler included.
+//   - twinmq_consumer_fallback_level_total{level}: routed messages by the
+//     fallback level used (0 = the message's own lane).
+//   - twinmq_consumer_forward_served_total{result}: forwarded deliveries
+//     served here.
+//   - twinmq_consumer_held_total: left for redelivery, no lane could take
+//     them.
+//   - twinmq_consumer_dead_letters_total{reason}: moved to the dead-letter
+//     topic.
+//   - twinmq_consumer_settle_errors_total{op}: failed ack, nack, renew or
+//     dead-letter calls.
+//   - twinmq_consumer_malformed_lane_total: lane property malformed,
+//     handled as base.
+//
+// Plus the RocketMQ clients' twinmq_driver_* series.
 package consumer

@@ -40,6 +40,24 @@ const (
 	Mixed
 )
 
+// String is the constant's name ("FIFO"), or MessageType(n) for a value
+// that is none of them.
+func (t MessageType) String() string {
+	switch t {
+	case Normal:
+		return "Normal"
+	case FIFO:
+		return "FIFO"
+	case Delay:
+		return "Delay"
+	case Transaction:
+		return "Transaction"
+	case Mixed:
+		return "Mixed"
+	}
+	return fmt.Sprintf("MessageType(%d)", int(t))
+}
+
 func (t MessageType) internal() (broker.MessageType, error) {
 	switch t {
 	case Normal:
@@ -90,6 +108,18 @@ const (
 	// FlushSync confirms a send only after an fsync covered it.
 	FlushSync
 )
+
+// String is the constant's name ("FlushSync"), or FlushMode(n) for a value
+// that is none of them.
+func (m FlushMode) String() string {
+	switch m {
+	case FlushAsync:
+		return "FlushAsync"
+	case FlushSync:
+		return "FlushSync"
+	}
+	return fmt.Sprintf("FlushMode(%d)", int(m))
+}
 
 // Options configure Start. The zero value starts two clusters of two
 // brokers with no topics.

@@ -11,7 +11,8 @@
 # Two steps, both always run:
 #   1. the interop tests (build tag interop);
 #   2. the SDK produce benchmark against the same peer, piped through
-#      internal/benchfig, so the run ends with its FIGURE lines.
+#      internal/benchfig, so the run ends with its FIGURE lines (and fails
+#      when one of the four interop_produce_* figures is missing).
 # The exit status is non-zero when either step failed.
 set -uo pipefail
 
@@ -29,7 +30,8 @@ fi
 # Each sub-benchmark runs for a fixed window whatever b.N is: one run each.
 echo "== interop produce benchmark"
 if ! "$GO" test -count=1 -tags interop -run '^$' -bench '^BenchmarkInteropProduce$' -benchtime 1x \
-	-timeout 5m ./internal/interop/ | "$GO" run ./internal/benchfig; then
+	-timeout 5m ./internal/interop/ | "$GO" run ./internal/benchfig \
+	-want interop_produce_batched_c16_msgs_s,interop_produce_batched_c64_msgs_s,interop_produce_unbatched_c16_msgs_s,interop_produce_unbatched_c64_msgs_s; then
 	echo "interop produce benchmark FAILED" >&2
 	status=1
 fi

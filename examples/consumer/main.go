@@ -3,7 +3,7 @@
 // "gray.canary"), produces messages tagged with various lanes, and prints
 // which consumer handled each one and whether it was forwarded there.
 //
-//	go run ./examples/consumer
+//	go run ./examples/consumer            # or: make example-consumer
 package main
 
 import (
@@ -48,7 +48,10 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	// Two clusters ("dc1" and "dc2") of two brokers each, as in the
+	// producer example.
 	env, err := embedded.Start(ctx, embedded.Options{
+		ClusterNames:   []string{"dc1", "dc2"},
 		Topics:         []embedded.Topic{{Name: topic, Queues: 4}},
 		MinLongPolling: 100 * time.Millisecond,
 	})
