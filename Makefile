@@ -122,6 +122,8 @@ fuzz:
 	  echo "== $$pkg $$fn"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+	@echo "== contrib/etcd FuzzDecodeInstance"
+	cd contrib/etcd && $(GO) test -run '^$$' -fuzz '^FuzzDecodeInstance$$' -fuzztime $(FUZZTIME) .
 
 # Regenerate internal/pb from proto/ with pinned generators. The Go plugins are
 # installed into .bin (git-ignored); protoc is Debian's protobuf-compiler.
