@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // ErrSourceEnded is returned by Start when the source closed its channel
@@ -266,15 +268,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // register registers c, or reuses the collector already registered under
-// the same name, so several Watchers may share one Registerer.
+// the same name, so several Watchers may share one Registerer (see
+// promreg).
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
+	c, err := promreg.Register(reg, c)
+	if err != nil {
 		return c, fmt.Errorf("config: register metrics: %w", err)
 	}
 	return c, nil

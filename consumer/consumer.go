@@ -373,5 +373,5 @@ func (c *Consumer) abort(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
-	c.met.unregister(c.opts.registerer)
+	c.met.unregister()
 }

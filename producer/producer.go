@@ -166,7 +166,7 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 			_ = p.acc.Close(ctx)
 		}
 		p.closeClients(ctx)
-		p.metrics.unregister(o.registerer)
+		p.metrics.unregister()
 		return nil, err
 	}
 
@@ -534,7 +534,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.closeClients(ctx)
-	p.metrics.unregister(p.opts.registerer)
+	p.metrics.unregister()
 	return errors.Join(errs...)
 }
 
