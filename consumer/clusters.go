@@ -65,16 +65,16 @@ func (c *Consumer) newClusterRunner(cfg *config.Config, cc config.Cluster, seq i
 		Group:          c.group,
 		Subscriptions:  []driver.Subscription{{Topic: physical, Filter: driver.Filter{Type: driver.FilterTag, Expression: c.opts.filter}}},
 		RequestTimeout: cfg.Timeouts.Request.D(),
-		DialOptions:    c.opts.dialOptions,
-		ClientID:       fmt.Sprintf("%s@consumer-%s-%d", c.opts.instance, cc.Name, seq),
-		Logger:         c.opts.logger,
-		Registerer:     c.opts.registerer,
+		DialOptions:    c.opts.DialOptions,
+		ClientID:       fmt.Sprintf("%s@consumer-%s-%d", c.opts.Instance, cc.Name, seq),
+		Logger:         c.opts.Logger,
+		Registerer:     c.opts.Registerer,
 	}
 	if c.opts.polling > 0 {
 		dc.LongPollingTimeout = c.opts.polling
 	}
 	if cc.TLS {
-		dc.TLS = c.opts.tlsConfig
+		dc.TLS = c.opts.TLS
 	}
 	if cc.Credentials != "" {
 		cred := cfg.Credentials[cc.Credentials]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"sync"
@@ -109,17 +108,13 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 	if topic == "" {
 		return nil, fmt.Errorf("%w: topic is empty", ErrInvalidConfig)
 	}
-	if o.instance == "" {
-		host, _ := os.Hostname()
-		o.instance = fmt.Sprintf("%s@%d@%d", host, os.Getpid(), time.Now().UnixNano())
-	}
 	c := &Consumer{
 		group:   group,
 		topic:   topic,
 		handler: handler,
 		opts:    o,
-		log:     o.logger.With(zap.String("group", group), zap.String("topic", topic), zap.String("instance", o.instance)),
-		id:      o.instance,
+		log:     o.Logger.With(zap.String("group", group), zap.String("topic", topic), zap.String("instance", o.Instance)),
+		id:      o.Instance,
 		stopAck: make(chan struct{}),
 	}
 	c.recvCtx, c.recvCancel = context.WithCancel(context.Background())
@@ -127,17 +122,17 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 
 	var err error
 	switch {
-	case o.watcher != nil:
-		c.watcher = o.watcher
+	case o.Watcher != nil:
+		c.watcher = o.Watcher
 	default:
-		src := o.source
-		if o.cfg != nil {
-			if err := o.cfg.Validate(); err != nil {
+		src := o.Source
+		if o.Config != nil {
+			if err := o.Config.Validate(); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
-			src = config.Static(o.cfg)
+			src = config.Static(o.Config)
 		}
-		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.logger, Registerer: o.registerer})
+		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
@@ -147,7 +142,7 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 		c.abort(ctx)
 		return nil, err
 	}
-	if c.met, err = newMetrics(o.registerer, group, topic); err != nil {
+	if c.met, err = newMetrics(o.Registerer, group, topic); err != nil {
 		return fail(err)
 	}
 

@@ -2,11 +2,9 @@ package producer
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -99,28 +97,12 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	given := 0
-	for _, set := range []bool{o.cfg != nil, o.source != nil, o.watcher != nil} {
-		if set {
-			given++
-		}
-	}
-	if given != 1 {
-		return nil, fmt.Errorf("%w: give exactly one of WithConfig, WithSource and WithWatcher (got %d)", ErrInvalidConfig, given)
-	}
-	if o.logger == nil {
-		o.logger = zap.NewNop()
-	}
-	if o.tlsConfig == nil {
-		o.tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if o.instance == "" {
-		host, _ := os.Hostname()
-		o.instance = fmt.Sprintf("%s@%d@%d", host, os.Getpid(), time.Now().UnixNano())
+	if err := o.Normalize(ErrInvalidConfig); err != nil {
+		return nil, err
 	}
 	p := &Producer{
 		opts:    o,
-		log:     o.logger,
+		log:     o.Logger,
 		ids:     driver.NewMessageIDGenerator(),
 		clients: map[string]*driver.Client{},
 		retired: map[*driver.Client]*time.Timer{},
@@ -132,18 +114,18 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 
 	var err error
 	switch {
-	case o.watcher != nil:
-		p.watcher = o.watcher
+	case o.Watcher != nil:
+		p.watcher = o.Watcher
 	default:
-		src := o.source
-		if o.cfg != nil {
-			if err := o.cfg.Validate(); err != nil {
+		src := o.Source
+		if o.Config != nil {
+			if err := o.Config.Validate(); err != nil {
 				p.bgCancel()
 				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
-			src = config.Static(o.cfg)
+			src = config.Static(o.Config)
 		}
-		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.logger, Registerer: o.registerer})
+		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
 		if err != nil {
 			p.bgCancel()
 			if errors.Is(err, config.ErrInvalidConfig) {
@@ -170,7 +152,7 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 		return nil, err
 	}
 
-	p.metrics, err = newMetrics(o.registerer)
+	p.metrics, err = newMetrics(o.Registerer)
 	if err != nil {
 		return fail(err)
 	}
@@ -178,8 +160,8 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 	p.acc, err = batch.New(batch.Config{
 		Limits:     limitsOf(first),
 		FailFast:   o.failFast,
-		Logger:     o.logger,
-		Registerer: o.registerer,
+		Logger:     o.Logger,
+		Registerer: o.Registerer,
 	}, p.flush)
 	if err != nil {
 		return fail(fmt.Errorf("%w: batching: %w", ErrInvalidConfig, err))
@@ -392,16 +374,16 @@ func (p *Producer) newClient(cfg *config.Config, useTLS bool, cred *driver.Crede
 		Topics:         topics,
 		RequestTimeout: cfg.Timeouts.Request.D(),
 		Credentials:    cred,
-		DialOptions:    p.opts.dialOptions,
-		ClientID:       fmt.Sprintf("%s@producer-%d", p.opts.instance, p.clientSeq),
+		DialOptions:    p.opts.DialOptions,
+		ClientID:       fmt.Sprintf("%s@producer-%d", p.opts.Instance, p.clientSeq),
 		// Orphaned-transaction checks reach any producer client of the
 		// topic: every client carries the checker.
 		OnOrphanedTransaction: p.orphanHandler(),
 		Logger:                p.log,
-		Registerer:            p.opts.registerer,
+		Registerer:            p.opts.Registerer,
 	}
 	if useTLS {
-		dc.TLS = p.opts.tlsConfig
+		dc.TLS = p.opts.TLS
 	}
 	c, err := driver.New(dc)
 	if err != nil {
