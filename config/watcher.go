@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -54,6 +55,9 @@ type Watcher struct {
 
 	cur     atomic.Pointer[state]
 	lastErr atomic.Pointer[error]
+	hist    history
+	// oneShot: the source ends by design after its versions (Static).
+	oneShot bool
 
 	// subMu orders swaps with Subscribe, so a subscriber gets exactly the
 	// versions after the one Subscribe returned. It is not held while
@@ -80,6 +84,7 @@ func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{log: opts.Logger, metrics: m, done: make(chan struct{})}
+	_, w.oneShot = src.(oneShotSource)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch, err := src.Watch(runCtx)
@@ -115,7 +120,13 @@ func (w *Watcher) run(ctx context.Context, ch <-chan Version) {
 		case v, ok := <-ch:
 			if !ok {
 				if ctx.Err() == nil {
-					w.log.Info("config source ended; keeping the last good configuration",
+					// A fixed document ends after its one version, as it
+					// should; any other source ending means no more reloads.
+					level := zap.InfoLevel
+					if w.oneShot {
+						level = zap.DebugLevel
+					}
+					w.log.Log(level, "config source ended; keeping the last good configuration",
 						zap.String("revision", w.Revision()))
 				}
 				return
@@ -136,6 +147,7 @@ func (w *Watcher) apply(v Version) error {
 	}
 	if err != nil {
 		w.lastErr.Store(&err)
+		w.hist.refused(v.Revision, err, time.Now())
 		w.metrics.count(ResultRejected)
 		w.log.Error("config version rejected; the last good configuration keeps serving",
 			zap.String("revision", v.Revision), zap.String("serving", w.Revision()), zap.Error(err))
@@ -149,6 +161,7 @@ func (w *Watcher) apply(v Version) error {
 		// error of a rejected one before it (a config file deleted and put
 		// back as it was), or a health check would stay red for good.
 		w.lastErr.Store(nil)
+		w.hist.accepted(time.Now(), false)
 		w.metrics.count(ResultUnchanged)
 		return nil
 	}
@@ -159,6 +172,7 @@ func (w *Watcher) apply(v Version) error {
 	subs := slices.Clone(w.subs)
 	w.subMu.Unlock()
 	w.lastErr.Store(nil)
+	w.hist.accepted(time.Now(), true)
 	w.metrics.count(ResultAccepted)
 	w.metrics.accepted()
 	var oldCfg *Config
