@@ -149,7 +149,7 @@ func (p *Producer) pickerConfig(topic string, fc config.Failover) failover.Confi
 			return t.client.Heartbeat(ctx, t.endpoint)
 		},
 		Name:       "producer/" + topic,
-		Registerer: p.opts.registerer,
+		Registerer: p.opts.Registerer,
 		Logger:     p.log,
 	}
 }
