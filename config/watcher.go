@@ -231,12 +231,21 @@ func (w *Watcher) LastError() error {
 // function unsubscribes: fn is not called for any version after cancel
 // returns (a call already running on the Watcher's goroutine finishes).
 func (w *Watcher) Subscribe(fn func(old, new *Config)) (current *Config, cancel func()) {
+	current, _, cancel = w.SubscribeVersion(fn)
+	return current, cancel
+}
+
+// SubscribeVersion is Subscribe that also returns the revision of the
+// configuration in force at registration. During fn, Revision is the
+// revision of the new document.
+func (w *Watcher) SubscribeVersion(fn func(old, new *Config)) (current *Config, revision string, cancel func()) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	w.subSeq++
 	sub := &subscription{id: w.subSeq, fn: fn}
 	w.subs = append(w.subs, sub)
-	return w.cur.Load().cfg, func() {
+	st := w.cur.Load()
+	return st.cfg, st.rev, func() {
 		sub.gone.Store(true)
 		w.subMu.Lock()
 		defer w.subMu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/twinmq/twinmq/config"
+	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/lane"
 )
 
@@ -34,6 +35,7 @@ type Consumer struct {
 	watcher     *config.Watcher
 	ownWatcher  bool
 	unsubscribe func()
+	cfgState    clientstate.Config // the revision applied, what it refused
 
 	// mu serializes configuration changes (and the lane registration they
 	// may move).
@@ -90,6 +92,14 @@ type liveSettings struct {
 // be given. New returns once receiving has started on every cluster whose
 // brokers answered within ctx; a cluster that does not answer yet is
 // retried in the background and consumed once it does.
+//
+// When every cluster refuses the consumer (the servers answered its
+// settings or its route query with a refusal: a group they do not know,
+// credentials they reject, a topic they lack), New fails with an error
+// wrapping ErrRefused and a *Refusal per cluster. Refusals that come
+// later, from some clusters only, or of the receives themselves (settings
+// below a broker's floors: a receive waits for messages, so New cannot
+// wait for the first one) show in State at once and are logged at Error.
 func New(ctx context.Context, group, topic string, handler Handler, opts ...Option) (*Consumer, error) {
 	var o options
 	for _, opt := range opts {
@@ -147,13 +157,15 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 	}
 
 	c.mu.Lock()
-	cur, unsub := c.watcher.Subscribe(c.onConfig)
+	cur, rev, unsub := c.watcher.SubscribeVersion(c.onConfig)
 	c.unsubscribe = unsub
 	ls, err := c.settingsOf(cur)
 	if err != nil {
 		c.mu.Unlock()
 		return fail(err)
 	}
+	c.cfgState.Applied(rev, time.Now())
+	c.warnUnlistedGroup(cur)
 	c.live.Store(ls)
 	c.slots = newLimiter(ls.concurrency)
 	c.inflight = newLimiter(ls.inflight)
@@ -173,6 +185,10 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 	go c.tracker.run(c.stopAck)
 	for _, cr := range c.clusters {
 		cr.start(ctx)
+	}
+	if err := c.refusedEverywhere(); err != nil {
+		c.mu.Unlock()
+		return fail(err)
 	}
 	c.log.Info("consumer started", zap.Int("clusters", len(c.clusters)), zap.String("lane", ls.lane),
 		zap.Bool("lanes", c.lanes != nil && ls.lanesOn))
@@ -240,8 +256,10 @@ func (c *Consumer) onConfig(_, cur *config.Config) {
 	if c.closed.Load() {
 		return
 	}
+	rev := c.watcher.Revision()
 	ls, err := c.settingsOf(cur)
 	if err != nil {
+		c.cfgState.Refused(rev, err, time.Now())
 		c.log.Error("consumer could not apply the configuration; the previous one keeps serving", zap.Error(err))
 		return
 	}
@@ -249,7 +267,10 @@ func (c *Consumer) onConfig(_, cur *config.Config) {
 	c.slots.setLimit(ls.concurrency)
 	c.inflight.setLimit(ls.inflight)
 	if err := c.reconcileLocked(cur); err != nil {
+		c.cfgState.Refused(rev, err, time.Now())
 		c.log.Error("consumer could not apply the new clusters of the topic; the previous ones keep being consumed", zap.Error(err))
+	} else {
+		c.cfgState.Applied(rev, time.Now())
 	}
 	if c.lanes != nil && (prev.lane != ls.lane || prev.leaseTTL != ls.leaseTTL) {
 		c.lanes.reregister(ls)

@@ -90,8 +90,11 @@ func WithWatcher(w *config.Watcher) Option { return common(clientopt.Watcher(w))
 func WithLogger(l *zap.Logger) Option { return common(clientopt.Logger(l)) }
 
 // WithRegisterer registers the consumer's metrics (and its RocketMQ
-// clients') on reg; without it nothing is registered. Two consumers on one
-// registry need distinct registerers (prometheus.WrapRegistererWith).
+// clients') on reg; Close unregisters the consumer's own. Without it
+// nothing is registered. The consumer's series carry its group and topic,
+// so consumers of different groups or topics share a registry; two of the
+// same group and topic need distinct labels
+// (prometheus.WrapRegistererWith), or New fails with ErrInvalidConfig.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return common(clientopt.Registerer(reg))
 }
