@@ -15,6 +15,7 @@ import (
 	"github.com/twinmq/twinmq/batch"
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/failover"
+	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
 )
 
@@ -29,6 +30,7 @@ type Producer struct {
 	watcher     *config.Watcher
 	ownWatcher  bool
 	unsubscribe func()
+	cfgState    clientstate.Config // the revision applied, what it refused
 
 	acc       *batch.Accumulator[batchKey, *pending, driver.SendResult]
 	lines     fifoLines // FIFO messages that go alone (batching off)
@@ -170,9 +172,12 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 	// Subscribe and apply under mu: a version accepted meanwhile is handed
 	// to onConfig, which waits for mu and so applies after this one.
 	p.mu.Lock()
-	cur, unsub := p.watcher.Subscribe(p.onConfig)
+	cur, rev, unsub := p.watcher.SubscribeVersion(p.onConfig)
 	p.unsubscribe = unsub
 	err = p.applyLocked(cur)
+	if err == nil {
+		p.cfgState.Applied(rev, time.Now())
+	}
 	p.mu.Unlock()
 	if err != nil {
 		unsub()
@@ -203,10 +208,12 @@ func (p *Producer) onConfig(_, cur *config.Config) {
 		return
 	}
 	if err := p.applyLocked(cur); err != nil {
+		p.cfgState.Refused(p.watcher.Revision(), err, time.Now())
 		p.metrics.configRejected()
 		p.log.Error("producer could not apply the configuration; the previous one keeps serving", zap.Error(err))
 		return
 	}
+	p.cfgState.Applied(p.watcher.Revision(), time.Now())
 	p.log.Info("producer applied a new configuration", zap.Int("topics", len(cur.Topics)))
 	// New clusters get their routes now rather than at the next poll.
 	if !p.bgStopped {
