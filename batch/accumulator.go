@@ -359,11 +359,8 @@ func (a *Accumulator[K, T, R]) Close(ctx context.Context) error {
 }
 
 func (a *Accumulator[K, T, R]) unregister() {
-	if a.metrics == nil || a.cfg.Registerer == nil {
-		return
-	}
-	for _, c := range a.metrics.collectors {
-		a.cfg.Registerer.Unregister(c)
+	if a.metrics != nil {
+		a.metrics.set.Unregister()
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // reason says why a batch left.
@@ -36,7 +38,7 @@ type metrics struct {
 	flushes    [numReasons]prometheus.Counter
 	batchItems prometheus.Histogram
 	batchBytes prometheus.Histogram
-	collectors []prometheus.Collector
+	set        *promreg.Set // unregistered by Close
 }
 
 func newMetrics(reg prometheus.Registerer, buffered func() float64) (*metrics, error) {
@@ -66,16 +68,11 @@ func newMetrics(reg prometheus.Registerer, buffered func() float64) (*metrics, e
 		Namespace: "twinmq", Subsystem: "batch", Name: "buffered_bytes",
 		Help: "Bytes reserved by accepted items not yet completed, buffered or in flight.",
 	}, buffered)
-	cs := []prometheus.Collector{flushes, m.batchItems, m.batchBytes, gauge}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("batch: registering metrics (wrap the Registerer with distinct labels for each accumulator): %w", err)
-		}
+	set, err := promreg.Own(reg, flushes, m.batchItems, m.batchBytes, gauge)
+	if err != nil {
+		return nil, fmt.Errorf("batch: registering metrics: %w", err)
 	}
-	m.collectors = cs
+	m.set = set
 	return m, nil
 }
 

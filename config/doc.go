@@ -81,7 +81,12 @@
 // notify subscribers. A rejected version is logged through the injected
 // zap logger, counted on twinmq_config_reloads_total{result="rejected"}, and
 // dropped; the last good document keeps serving and LastError says why. The
-// same revision twice counts as "unchanged". Subscribe returns the document
+// same revision twice counts as "unchanged". Status gives a platform what
+// to show beside each revision it published: the revision in force and
+// when it was applied, and the latest refused version with its error and
+// whether anything was accepted since. A source that ends leaves the last
+// good document in force; the Watcher says so at Info, except for Static,
+// whose end after its one version is expected (Debug). Subscribe returns the document
 // in force and then calls back with (old, new) for each accepted version, in
 // order, on the Watcher's goroutine; Diff tells a subscriber what moved.
 //

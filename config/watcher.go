@@ -7,9 +7,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // ErrSourceEnded is returned by Start when the source closed its channel
@@ -52,6 +55,9 @@ type Watcher struct {
 
 	cur     atomic.Pointer[state]
 	lastErr atomic.Pointer[error]
+	hist    history
+	// oneShot: the source ends by design after its versions (Static).
+	oneShot bool
 
 	// subMu orders swaps with Subscribe, so a subscriber gets exactly the
 	// versions after the one Subscribe returned. It is not held while
@@ -78,6 +84,7 @@ func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{log: opts.Logger, metrics: m, done: make(chan struct{})}
+	_, w.oneShot = src.(oneShotSource)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch, err := src.Watch(runCtx)
@@ -113,7 +120,13 @@ func (w *Watcher) run(ctx context.Context, ch <-chan Version) {
 		case v, ok := <-ch:
 			if !ok {
 				if ctx.Err() == nil {
-					w.log.Info("config source ended; keeping the last good configuration",
+					// A fixed document ends after its one version, as it
+					// should; any other source ending means no more reloads.
+					level := zap.InfoLevel
+					if w.oneShot {
+						level = zap.DebugLevel
+					}
+					w.log.Log(level, "config source ended; keeping the last good configuration",
 						zap.String("revision", w.Revision()))
 				}
 				return
@@ -134,6 +147,7 @@ func (w *Watcher) apply(v Version) error {
 	}
 	if err != nil {
 		w.lastErr.Store(&err)
+		w.hist.refused(v.Revision, err, time.Now())
 		w.metrics.count(ResultRejected)
 		w.log.Error("config version rejected; the last good configuration keeps serving",
 			zap.String("revision", v.Revision), zap.String("serving", w.Revision()), zap.Error(err))
@@ -147,6 +161,7 @@ func (w *Watcher) apply(v Version) error {
 		// error of a rejected one before it (a config file deleted and put
 		// back as it was), or a health check would stay red for good.
 		w.lastErr.Store(nil)
+		w.hist.accepted(time.Now(), false)
 		w.metrics.count(ResultUnchanged)
 		return nil
 	}
@@ -157,6 +172,7 @@ func (w *Watcher) apply(v Version) error {
 	subs := slices.Clone(w.subs)
 	w.subMu.Unlock()
 	w.lastErr.Store(nil)
+	w.hist.accepted(time.Now(), true)
 	w.metrics.count(ResultAccepted)
 	w.metrics.accepted()
 	var oldCfg *Config
@@ -215,12 +231,21 @@ func (w *Watcher) LastError() error {
 // function unsubscribes: fn is not called for any version after cancel
 // returns (a call already running on the Watcher's goroutine finishes).
 func (w *Watcher) Subscribe(fn func(old, new *Config)) (current *Config, cancel func()) {
+	current, _, cancel = w.SubscribeVersion(fn)
+	return current, cancel
+}
+
+// SubscribeVersion is Subscribe that also returns the revision of the
+// configuration in force at registration. During fn, Revision is the
+// revision of the new document.
+func (w *Watcher) SubscribeVersion(fn func(old, new *Config)) (current *Config, revision string, cancel func()) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	w.subSeq++
 	sub := &subscription{id: w.subSeq, fn: fn}
 	w.subs = append(w.subs, sub)
-	return w.cur.Load().cfg, func() {
+	st := w.cur.Load()
+	return st.cfg, st.rev, func() {
 		sub.gone.Store(true)
 		w.subMu.Lock()
 		defer w.subMu.Unlock()
@@ -266,15 +291,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // register registers c, or reuses the collector already registered under
-// the same name, so several Watchers may share one Registerer.
+// the same name, so several Watchers may share one Registerer (see
+// promreg).
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
+	c, err := promreg.Register(reg, c)
+	if err != nil {
 		return c, fmt.Errorf("config: register metrics: %w", err)
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/twinmq/twinmq/config"
+	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
 )
 
@@ -38,6 +39,8 @@ type clusterRunner struct {
 
 	mu      sync.Mutex
 	brokers map[string]*brokerLoop // by broker name and endpoint
+
+	link clientstate.Link // of the route queries (State)
 }
 
 // clusterKey identifies what a runner was built from; a change of any of
@@ -65,16 +68,19 @@ func (c *Consumer) newClusterRunner(cfg *config.Config, cc config.Cluster, seq i
 		Group:          c.group,
 		Subscriptions:  []driver.Subscription{{Topic: physical, Filter: driver.Filter{Type: driver.FilterTag, Expression: c.opts.filter}}},
 		RequestTimeout: cfg.Timeouts.Request.D(),
-		DialOptions:    c.opts.dialOptions,
-		ClientID:       fmt.Sprintf("%s@consumer-%s-%d", c.opts.instance, cc.Name, seq),
-		Logger:         c.opts.logger,
-		Registerer:     c.opts.registerer,
+		DialOptions:    c.opts.DialOptions,
+		ClientID:       fmt.Sprintf("%s@consumer-%s-%d", c.opts.Instance, cc.Name, seq),
+		Logger:         c.opts.Logger,
+		Registerer:     c.opts.Registerer,
+		OnVerifyMessage: func(ctx context.Context, _ string, m *driver.ReceivedMessage) error {
+			return c.verify(ctx, cc.Name, m)
+		},
 	}
 	if c.opts.polling > 0 {
 		dc.LongPollingTimeout = c.opts.polling
 	}
 	if cc.TLS {
-		dc.TLS = c.opts.tlsConfig
+		dc.TLS = c.opts.TLS
 	}
 	if cc.Credentials != "" {
 		cred := cfg.Credentials[cc.Credentials]

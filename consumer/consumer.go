@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/twinmq/twinmq/config"
+	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/lane"
 )
 
@@ -35,6 +35,7 @@ type Consumer struct {
 	watcher     *config.Watcher
 	ownWatcher  bool
 	unsubscribe func()
+	cfgState    clientstate.Config // the revision applied, what it refused
 
 	// mu serializes configuration changes (and the lane registration they
 	// may move).
@@ -91,6 +92,14 @@ type liveSettings struct {
 // be given. New returns once receiving has started on every cluster whose
 // brokers answered within ctx; a cluster that does not answer yet is
 // retried in the background and consumed once it does.
+//
+// When every cluster refuses the consumer (the servers answered its
+// settings or its route query with a refusal: a group they do not know,
+// credentials they reject, a topic they lack), New fails with an error
+// wrapping ErrRefused and a *Refusal per cluster. Refusals that come
+// later, from some clusters only, or of the receives themselves (settings
+// below a broker's floors: a receive waits for messages, so New cannot
+// wait for the first one) show in State at once and are logged at Error.
 func New(ctx context.Context, group, topic string, handler Handler, opts ...Option) (*Consumer, error) {
 	var o options
 	for _, opt := range opts {
@@ -109,17 +118,13 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 	if topic == "" {
 		return nil, fmt.Errorf("%w: topic is empty", ErrInvalidConfig)
 	}
-	if o.instance == "" {
-		host, _ := os.Hostname()
-		o.instance = fmt.Sprintf("%s@%d@%d", host, os.Getpid(), time.Now().UnixNano())
-	}
 	c := &Consumer{
 		group:   group,
 		topic:   topic,
 		handler: handler,
 		opts:    o,
-		log:     o.logger.With(zap.String("group", group), zap.String("topic", topic), zap.String("instance", o.instance)),
-		id:      o.instance,
+		log:     o.Logger.With(zap.String("group", group), zap.String("topic", topic), zap.String("instance", o.Instance)),
+		id:      o.Instance,
 		stopAck: make(chan struct{}),
 	}
 	c.recvCtx, c.recvCancel = context.WithCancel(context.Background())
@@ -127,17 +132,17 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 
 	var err error
 	switch {
-	case o.watcher != nil:
-		c.watcher = o.watcher
+	case o.Watcher != nil:
+		c.watcher = o.Watcher
 	default:
-		src := o.source
-		if o.cfg != nil {
-			if err := o.cfg.Validate(); err != nil {
+		src := o.Source
+		if o.Config != nil {
+			if err := o.Config.Validate(); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
-			src = config.Static(o.cfg)
+			src = config.Static(o.Config)
 		}
-		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.logger, Registerer: o.registerer})
+		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
@@ -147,18 +152,20 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 		c.abort(ctx)
 		return nil, err
 	}
-	if c.met, err = newMetrics(o.registerer, group, topic); err != nil {
+	if c.met, err = newMetrics(o.Registerer, group, topic); err != nil {
 		return fail(err)
 	}
 
 	c.mu.Lock()
-	cur, unsub := c.watcher.Subscribe(c.onConfig)
+	cur, rev, unsub := c.watcher.SubscribeVersion(c.onConfig)
 	c.unsubscribe = unsub
 	ls, err := c.settingsOf(cur)
 	if err != nil {
 		c.mu.Unlock()
 		return fail(err)
 	}
+	c.cfgState.Applied(rev, time.Now())
+	c.warnUnlistedGroup(cur)
 	c.live.Store(ls)
 	c.slots = newLimiter(ls.concurrency)
 	c.inflight = newLimiter(ls.inflight)
@@ -178,6 +185,10 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 	go c.tracker.run(c.stopAck)
 	for _, cr := range c.clusters {
 		cr.start(ctx)
+	}
+	if err := c.refusedEverywhere(); err != nil {
+		c.mu.Unlock()
+		return fail(err)
 	}
 	c.log.Info("consumer started", zap.Int("clusters", len(c.clusters)), zap.String("lane", ls.lane),
 		zap.Bool("lanes", c.lanes != nil && ls.lanesOn))
@@ -245,8 +256,10 @@ func (c *Consumer) onConfig(_, cur *config.Config) {
 	if c.closed.Load() {
 		return
 	}
+	rev := c.watcher.Revision()
 	ls, err := c.settingsOf(cur)
 	if err != nil {
+		c.cfgState.Refused(rev, err, time.Now())
 		c.log.Error("consumer could not apply the configuration; the previous one keeps serving", zap.Error(err))
 		return
 	}
@@ -254,7 +267,10 @@ func (c *Consumer) onConfig(_, cur *config.Config) {
 	c.slots.setLimit(ls.concurrency)
 	c.inflight.setLimit(ls.inflight)
 	if err := c.reconcileLocked(cur); err != nil {
+		c.cfgState.Refused(rev, err, time.Now())
 		c.log.Error("consumer could not apply the new clusters of the topic; the previous ones keep being consumed", zap.Error(err))
+	} else {
+		c.cfgState.Applied(rev, time.Now())
 	}
 	if c.lanes != nil && (prev.lane != ls.lane || prev.leaseTTL != ls.leaseTTL) {
 		c.lanes.reregister(ls)
@@ -373,5 +389,5 @@ func (c *Consumer) abort(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
-	c.met.unregister(c.opts.registerer)
+	c.met.unregister()
 }

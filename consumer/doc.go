@@ -71,6 +71,11 @@
 //
 // # Limits and live settings
 //
+// The settings of a group are its entry in the configuration's consumers
+// map. A group the map does not list runs on the defaults
+// (config.DefaultConcurrency handlers, config.DefaultMaxAttempts attempts,
+// the base lane unless WithLane pins one); New says so once, at Warn.
+//
 // consumers.<group>.concurrency bounds the handlers running at once, local
 // and forwarded ones together. WithMaxInflight bounds the messages received
 // and not yet settled (default four times the concurrency, at least 1024):
@@ -137,6 +142,32 @@
 // The handler's ctx carries the message's lane (lane.WithLane), here and at
 // a forward target, so a producer called from the handler stamps the same
 // lane on what it sends.
+//
+// # State
+//
+// State returns what the consumer is doing, as plain data: the
+// configuration revision it applied and the latest version refused (by the
+// watcher as invalid, or by the consumer as impossible to apply, with the
+// error), and per cluster of the topic whether its route is known or the
+// servers refuse the consumer, and per broker whether the session is up
+// (Connected), whether the latest receive did not fail (Receiving), the
+// refusal in force (Refused: RocketMQ's code, its name and message, the
+// call refused, since when) and the latest error. A misconfigured consumer
+// is visible there even with the default logger, which discards
+// everything: a group the brokers do not know, receive settings below
+// their floors, credentials they reject. When every cluster refuses the
+// consumer outright, New fails with ErrRefused instead.
+//
+// # Verification requests
+//
+// An operator can ask a broker to have a consumer consume a given message
+// directly (RocketMQ's "consume message directly"). The consumer answers
+// as RocketMQ's Java push consumer does: the message runs through the
+// handler here, whatever its lane, within the concurrency limit, and the
+// answer is the handler's outcome (a message that cannot be decoded is
+// answered as corrupted without reaching the handler). Nothing is acked or
+// nacked: the message is not this consumer's delivery. The run counts in
+// handled_total like any other.
 //
 // # Close
 //

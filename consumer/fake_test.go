@@ -124,6 +124,11 @@ func (f *fakeBroker) ServerSettings(endpoint string) (driver.ServerSettings, boo
 	return f.settings, true
 }
 
+// EndpointState: the fake is always connected.
+func (f *fakeBroker) EndpointState(endpoint string) driver.EndpointState {
+	return driver.EndpointState{Dialled: true, Connected: true}
+}
+
 func (f *fakeBroker) Close(ctx context.Context) error { return nil }
 
 // settled reports how many of the messages were acked, nacked or

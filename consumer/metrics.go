@@ -1,12 +1,13 @@
 package consumer
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // Label values.
@@ -45,7 +46,7 @@ type metrics struct {
 	deadLetters *prometheus.CounterVec // reason
 	ackErrors   *prometheus.CounterVec // op
 	malformed   prometheus.Counter
-	all         []prometheus.Collector
+	set         *promreg.Set
 }
 
 func newMetrics(reg prometheus.Registerer, group, topic string) (*metrics, error) {
@@ -89,29 +90,19 @@ func newMetrics(reg prometheus.Registerer, group, topic string) (*metrics, error
 			Help: "Messages received with a malformed lane property, handled as base.",
 		}),
 	}
-	m.all = []prometheus.Collector{m.received, m.redelivered, m.handled, m.latency, m.forwarded, m.fwdLatency,
-		m.fallback, m.served, m.held, m.deadLetters, m.ackErrors, m.malformed}
-	for i, c := range m.all {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.all[:i] {
-				reg.Unregister(done)
-			}
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("%w: consumer metrics are already registered; give each consumer its own Registerer (prometheus.WrapRegistererWith)", ErrInvalidConfig)
-			}
-			return nil, fmt.Errorf("%w: register consumer metrics: %w", ErrInvalidConfig, err)
-		}
+	set, err := promreg.Own(reg, m.received, m.redelivered, m.handled, m.latency, m.forwarded, m.fwdLatency,
+		m.fallback, m.served, m.held, m.deadLetters, m.ackErrors, m.malformed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: consumer metrics: %w", ErrInvalidConfig, err)
 	}
+	m.set = set
 	return m, nil
 }
 
-func (m *metrics) unregister(reg prometheus.Registerer) {
-	if m == nil || reg == nil {
-		return
-	}
-	for _, c := range m.all {
-		reg.Unregister(c)
+// unregister removes the consumer's own collectors (Close).
+func (m *metrics) unregister() {
+	if m != nil {
+		m.set.Unregister()
 	}
 }
 

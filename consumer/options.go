@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/twinmq/twinmq/config"
+	"github.com/twinmq/twinmq/internal/clientopt"
 	"github.com/twinmq/twinmq/internal/driver"
 	"github.com/twinmq/twinmq/lane"
 )
@@ -37,16 +38,11 @@ const (
 // Option configures New.
 type Option func(*options)
 
+// options are the consumer's own options beside those it shares with the
+// producer (clientopt.Common: configuration, logger, registerer, TLS, dial
+// options, instance name).
 type options struct {
-	cfg     *config.Config
-	source  config.Source
-	watcher *config.Watcher
-
-	logger      *zap.Logger
-	registerer  prometheus.Registerer
-	tlsConfig   *tls.Config
-	dialOptions []grpc.DialOption
-	instance    string
+	clientopt.Common
 
 	filter    string
 	lane      string
@@ -74,42 +70,48 @@ type options struct {
 	forwardObserver func(time.Duration)
 }
 
+// common wraps a setter of the shared options.
+func common(set clientopt.Setter) Option { return func(o *options) { set(&o.Common) } }
+
 // WithConfig serves one fixed configuration document (no reload).
-func WithConfig(cfg *config.Config) Option { return func(o *options) { o.cfg = cfg } }
+func WithConfig(cfg *config.Config) Option { return common(clientopt.Config(cfg)) }
 
 // WithSource makes the consumer watch src and apply every valid version
 // live: concurrency, maximum attempts, this consumer's lane and the lane
 // routing settings. The consumer stops watching on Close.
-func WithSource(src config.Source) Option { return func(o *options) { o.source = src } }
+func WithSource(src config.Source) Option { return common(clientopt.Source(src)) }
 
 // WithWatcher shares a running config.Watcher (a service whose producer and
 // consumers follow one document). The consumer subscribes to it and leaves
 // it running on Close.
-func WithWatcher(w *config.Watcher) Option { return func(o *options) { o.watcher = w } }
+func WithWatcher(w *config.Watcher) Option { return common(clientopt.Watcher(w)) }
 
 // WithLogger sets the logger; the default logs nothing.
-func WithLogger(l *zap.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *zap.Logger) Option { return common(clientopt.Logger(l)) }
 
 // WithRegisterer registers the consumer's metrics (and its RocketMQ
-// clients') on reg; without it nothing is registered. Two consumers on one
-// registry need distinct registerers (prometheus.WrapRegistererWith).
+// clients') on reg; Close unregisters the consumer's own. Without it
+// nothing is registered. The consumer's series carry its group and topic,
+// so consumers of different groups or topics share a registry; two of the
+// same group and topic need distinct labels
+// (prometheus.WrapRegistererWith), or New fails with ErrInvalidConfig.
 func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(o *options) { o.registerer = reg }
+	return common(clientopt.Registerer(reg))
 }
 
 // WithTLSConfig sets the TLS configuration for clusters whose config says
 // "tls": true. The default verifies the server against the system roots.
-func WithTLSConfig(c *tls.Config) Option { return func(o *options) { o.tlsConfig = c } }
+func WithTLSConfig(c *tls.Config) Option { return common(clientopt.TLS(c)) }
 
 // WithDialOptions adds gRPC dial options to every broker connection.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+	return common(clientopt.DialOptions(opts...))
 }
 
 // WithInstanceName names this consumer instance: it prefixes the RocketMQ
 // client ids and is the instance id in the lane registry. It must be unique
 // within the group; the default is made of host, process and start time.
-func WithInstanceName(name string) Option { return func(o *options) { o.instance = name } }
+func WithInstanceName(name string) Option { return common(clientopt.Instance(name)) }
 
 // WithTagFilter receives only messages whose RocketMQ tag matches expr
 // ("*" for all, the default; "a||b" for either). The brokers filter, and
@@ -195,14 +197,8 @@ func WithForwardTLS(server, client *tls.Config) Option {
 
 // validate checks what can be checked before the configuration is known.
 func (o *options) validate() error {
-	given := 0
-	for _, set := range []bool{o.cfg != nil, o.source != nil, o.watcher != nil} {
-		if set {
-			given++
-		}
-	}
-	if given != 1 {
-		return fmt.Errorf("%w: give exactly one of WithConfig, WithSource and WithWatcher (got %d)", ErrInvalidConfig, given)
+	if err := o.Normalize(ErrInvalidConfig); err != nil {
+		return err
 	}
 	switch {
 	case o.invisible < 0:
@@ -224,12 +220,6 @@ func (o *options) validate() error {
 	}
 	if (o.forwardServer == nil) != (o.forwardClient == nil) {
 		return fmt.Errorf("%w: WithForwardTLS needs both the server and the client configuration", ErrInvalidConfig)
-	}
-	if o.logger == nil {
-		o.logger = zap.NewNop()
-	}
-	if o.tlsConfig == nil {
-		o.tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	if o.filter == "" {
 		o.filter = "*"

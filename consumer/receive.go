@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
 )
 
@@ -25,6 +25,7 @@ type brokerClient interface {
 	ChangeInvisibleDuration(ctx context.Context, endpoint, topic, receiptHandle, messageID string, d time.Duration) (string, error)
 	ForwardToDeadLetterQueue(ctx context.Context, endpoint string, d driver.DeadLetter) error
 	ServerSettings(endpoint string) (driver.ServerSettings, bool)
+	EndpointState(endpoint string) driver.EndpointState
 	Close(ctx context.Context) error
 }
 
@@ -63,6 +64,7 @@ func (cr *clusterRunner) discover(ctx context.Context) {
 			lastErr = err
 			continue
 		}
+		cr.link.Succeeded()
 		cr.mu.Lock()
 		for _, q := range route.ReadableQueues() {
 			// A RocketMQ proxy serves every broker of its cluster at one
@@ -84,7 +86,20 @@ func (cr *clusterRunner) discover(ctx context.Context) {
 		return
 	}
 	if lastErr != nil && ctx.Err() == nil {
-		c.log.Warn("no route for the cluster yet; retrying", zap.String("cluster", cr.name), zap.Error(lastErr))
+		now := time.Now()
+		_, refused := clientstate.RefusalOf(lastErr, now)
+		switch {
+		case cr.link.Failed(lastErr, now):
+			// The servers refuse this consumer itself (a group they do
+			// not know, credentials they reject): said once at Error,
+			// then at Debug while it lasts.
+			c.log.Error("the cluster refuses this consumer; check its group, topic and credentials",
+				zap.String("cluster", cr.name), zap.Error(lastErr))
+		case refused:
+			c.log.Debug("the cluster still refuses this consumer", zap.String("cluster", cr.name), zap.Error(lastErr))
+		default:
+			c.log.Warn("no route for the cluster yet; retrying", zap.String("cluster", cr.name), zap.Error(lastErr))
+		}
 	}
 }
 
@@ -94,9 +109,9 @@ type brokerLoop struct {
 	queue    driver.Queue
 	endpoint string
 	acks     acker
-	// refusal is the last refusal of the broker logged at Error, shared
-	// by the broker's receive loops so that a lasting one is logged once.
-	refusal atomic.Pointer[string]
+	// link is the state of the broker's receives, shared by its receive
+	// loops: a lasting refusal is logged once, and State reads it.
+	link clientstate.Link
 }
 
 func (bl *brokerLoop) run() {
@@ -131,13 +146,13 @@ func (bl *brokerLoop) run() {
 				fields := []zap.Field{zap.String("cluster", bl.cr.name), zap.String("endpoint", bl.endpoint),
 					zap.Duration("retry_in", wait), zap.Error(err)}
 				switch {
-				case driver.Retryable(err):
-					c.log.Debug("receive failed", fields...)
-				case bl.newRefusal(err.Error()):
+				case bl.link.Failed(err, time.Now()):
 					// The broker refuses the request itself (settings
 					// below its floors, a forbidden group): retrying will
 					// not mend it, so say so where an operator looks.
 					c.log.Error("the broker refuses to deliver to this consumer; check its settings", fields...)
+				case driver.Retryable(err):
+					c.log.Debug("receive failed", fields...)
 				}
 			}
 			if !sleep(ctx, wait) {
@@ -146,9 +161,7 @@ func (bl *brokerLoop) run() {
 			continue
 		}
 		failWait = 0
-		if bl.refusal.Load() != nil {
-			bl.refusal.Store(nil)
-		}
+		bl.link.Succeeded()
 		if len(msgs) == 0 {
 			continue
 		}
@@ -157,13 +170,6 @@ func (bl *brokerLoop) run() {
 		attemptID = newAttemptID()
 		c.dispatch(bl, msgs, start.Add(c.opts.invisible))
 	}
-}
-
-// newRefusal records msg as the broker's latest refusal and reports
-// whether it differs from the one before.
-func (bl *brokerLoop) newRefusal(msg string) bool {
-	old := bl.refusal.Swap(&msg)
-	return old == nil || *old != msg
 }
 
 // fifo reports whether the broker said the group consumes orderly.

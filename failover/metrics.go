@@ -1,10 +1,11 @@
 package failover
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // metrics are the collectors of a Picker on the caller's Registerer. Several
@@ -39,19 +40,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // register registers c, or returns the collector of the same description a
-// picker registered before.
+// picker registered before (see promreg).
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("registering metrics: %w: %w", ErrInvalidConfig, err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("registering metrics: %w: %w", ErrInvalidConfig, err)
+	return c, nil
 }
 
 // attach gives n its series and sets them to its current state.

@@ -161,6 +161,20 @@
 // µs), while unbatched sends lost a quarter. The producer does not set
 // GOMAXPROCS: the application owns it.
 //
+// # State
+//
+// State returns what the producer is doing, as plain data: the
+// configuration revision it applied and the latest version refused (by the
+// watcher as invalid, or by the producer as impossible to apply, with the
+// error), and per logic topic, cluster and broker whether the route is
+// known or refused, whether the session with the broker is up, whether the
+// latest request did not fail, failover's weight of the broker, the
+// refusal in force (RocketMQ's code, its name and message, the call
+// refused, since when) and the latest error. A topic missing on a cluster,
+// credentials it rejects or a message type its topic does not take are
+// visible there even with the default logger, which discards everything.
+// A request the senders gave up on is not held against the broker.
+//
 // # Metrics
 //
 // With WithRegisterer: twinmq_producer_sends_total{topic,cluster,result}

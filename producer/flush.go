@@ -138,6 +138,7 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 	start := time.Now()
 	res, err := t.client.SendInto(cctx, t.endpoint, msgs, into)
 	cancel()
+	t.noteRequest(ctx, err, bounded, timeout)
 	h := items[0].handle
 	picker := items[0].topic.picker
 	if err != nil {

@@ -1,10 +1,11 @@
 package producer
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // Result label values of twinmq_producer_sends_total.
@@ -23,7 +24,7 @@ type metrics struct {
 	sends        *prometheus.CounterVec   // topic, cluster, result
 	sendLatency  *prometheus.HistogramVec // topic
 	configErrors prometheus.Counter
-	all          []prometheus.Collector
+	set          *promreg.Set
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -45,28 +46,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Configuration versions the producer could not apply (the previous one keeps serving).",
 		}),
 	}
-	m.all = []prometheus.Collector{m.sends, m.sendLatency, m.configErrors}
-	for i, c := range m.all {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.all[:i] {
-				reg.Unregister(done)
-			}
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("%w: producer metrics are already registered; give each producer its own Registerer (prometheus.WrapRegistererWith)", ErrInvalidConfig)
-			}
-			return nil, fmt.Errorf("%w: register producer metrics: %w", ErrInvalidConfig, err)
-		}
+	set, err := promreg.Own(reg, m.sends, m.sendLatency, m.configErrors)
+	if err != nil {
+		return nil, fmt.Errorf("%w: producer metrics: %w", ErrInvalidConfig, err)
 	}
+	m.set = set
 	return m, nil
 }
 
-func (m *metrics) unregister(reg prometheus.Registerer) {
-	if m == nil || reg == nil {
-		return
-	}
-	for _, c := range m.all {
-		reg.Unregister(c)
+// unregister removes the producer's own collectors (Close).
+func (m *metrics) unregister() {
+	if m != nil {
+		m.set.Unregister()
 	}
 }
 

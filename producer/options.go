@@ -8,48 +8,40 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/twinmq/twinmq/config"
+	"github.com/twinmq/twinmq/internal/clientopt"
 )
 
 // Option configures New.
 type Option func(*options)
 
+// options are the producer's own options beside those it shares with the
+// consumer (clientopt.Common: configuration, logger, registerer, TLS, dial
+// options, instance name).
 type options struct {
-	cfg         *config.Config
-	source      config.Source
-	watcher     *config.Watcher
-	logger      *zap.Logger
-	registerer  prometheus.Registerer
-	tlsConfig   *tls.Config
-	dialOptions []grpc.DialOption
-	instance    string
-	failFast    bool
-	checker     TransactionChecker
+	clientopt.Common
+	failFast bool
+	checker  TransactionChecker
 }
 
+// common wraps a setter of the shared options.
+func common(set clientopt.Setter) Option { return func(o *options) { set(&o.Common) } }
+
 // WithConfig serves one fixed configuration document (no reload).
-func WithConfig(cfg *config.Config) Option {
-	return func(o *options) { o.cfg = cfg }
-}
+func WithConfig(cfg *config.Config) Option { return common(clientopt.Config(cfg)) }
 
 // WithSource makes the producer watch src (config.File, for instance) and
 // apply every valid version live; a rejected version is logged and counted
 // and the last good one keeps serving. The producer stops watching on
 // Close.
-func WithSource(src config.Source) Option {
-	return func(o *options) { o.source = src }
-}
+func WithSource(src config.Source) Option { return common(clientopt.Source(src)) }
 
 // WithWatcher shares a running config.Watcher (for a service whose producer
 // and consumers follow the same document). The producer subscribes to it
 // and leaves it running on Close.
-func WithWatcher(w *config.Watcher) Option {
-	return func(o *options) { o.watcher = w }
-}
+func WithWatcher(w *config.Watcher) Option { return common(clientopt.Watcher(w)) }
 
 // WithLogger sets the logger; the default logs nothing.
-func WithLogger(l *zap.Logger) Option {
-	return func(o *options) { o.logger = l }
-}
+func WithLogger(l *zap.Logger) Option { return common(clientopt.Logger(l)) }
 
 // WithRegisterer registers the producer's metrics (and those of its batch
 // accumulator, failover pickers, configuration watcher and RocketMQ
@@ -58,27 +50,23 @@ func WithLogger(l *zap.Logger) Option {
 // with the same names, e.g. each on
 // prometheus.WrapRegistererWith(prometheus.Labels{"producer": name}, reg).
 func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(o *options) { o.registerer = reg }
+	return common(clientopt.Registerer(reg))
 }
 
 // WithTLSConfig sets the TLS configuration used for clusters whose config
 // says "tls": true. The default verifies the server against the system
 // roots.
-func WithTLSConfig(c *tls.Config) Option {
-	return func(o *options) { o.tlsConfig = c }
-}
+func WithTLSConfig(c *tls.Config) Option { return common(clientopt.TLS(c)) }
 
 // WithDialOptions adds gRPC dial options to every connection.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+	return common(clientopt.DialOptions(opts...))
 }
 
 // WithInstanceName prefixes the RocketMQ client ids of this producer, which
 // otherwise are generated from host, process and a counter. The ids must be
 // unique per producer instance.
-func WithInstanceName(name string) Option {
-	return func(o *options) { o.instance = name }
-}
+func WithInstanceName(name string) Option { return common(clientopt.Instance(name)) }
 
 // WithFailFast makes sends return an error wrapping batch.ErrBufferFull
 // instead of waiting while the buffered bytes are at

@@ -2,11 +2,9 @@ package producer
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 	"github.com/twinmq/twinmq/batch"
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/failover"
+	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
 )
 
@@ -31,6 +30,7 @@ type Producer struct {
 	watcher     *config.Watcher
 	ownWatcher  bool
 	unsubscribe func()
+	cfgState    clientstate.Config // the revision applied, what it refused
 
 	acc       *batch.Accumulator[batchKey, *pending, driver.SendResult]
 	lines     fifoLines // FIFO messages that go alone (batching off)
@@ -99,28 +99,12 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	given := 0
-	for _, set := range []bool{o.cfg != nil, o.source != nil, o.watcher != nil} {
-		if set {
-			given++
-		}
-	}
-	if given != 1 {
-		return nil, fmt.Errorf("%w: give exactly one of WithConfig, WithSource and WithWatcher (got %d)", ErrInvalidConfig, given)
-	}
-	if o.logger == nil {
-		o.logger = zap.NewNop()
-	}
-	if o.tlsConfig == nil {
-		o.tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if o.instance == "" {
-		host, _ := os.Hostname()
-		o.instance = fmt.Sprintf("%s@%d@%d", host, os.Getpid(), time.Now().UnixNano())
+	if err := o.Normalize(ErrInvalidConfig); err != nil {
+		return nil, err
 	}
 	p := &Producer{
 		opts:    o,
-		log:     o.logger,
+		log:     o.Logger,
 		ids:     driver.NewMessageIDGenerator(),
 		clients: map[string]*driver.Client{},
 		retired: map[*driver.Client]*time.Timer{},
@@ -132,18 +116,18 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 
 	var err error
 	switch {
-	case o.watcher != nil:
-		p.watcher = o.watcher
+	case o.Watcher != nil:
+		p.watcher = o.Watcher
 	default:
-		src := o.source
-		if o.cfg != nil {
-			if err := o.cfg.Validate(); err != nil {
+		src := o.Source
+		if o.Config != nil {
+			if err := o.Config.Validate(); err != nil {
 				p.bgCancel()
 				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
-			src = config.Static(o.cfg)
+			src = config.Static(o.Config)
 		}
-		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.logger, Registerer: o.registerer})
+		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
 		if err != nil {
 			p.bgCancel()
 			if errors.Is(err, config.ErrInvalidConfig) {
@@ -166,11 +150,11 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 			_ = p.acc.Close(ctx)
 		}
 		p.closeClients(ctx)
-		p.metrics.unregister(o.registerer)
+		p.metrics.unregister()
 		return nil, err
 	}
 
-	p.metrics, err = newMetrics(o.registerer)
+	p.metrics, err = newMetrics(o.Registerer)
 	if err != nil {
 		return fail(err)
 	}
@@ -178,8 +162,8 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 	p.acc, err = batch.New(batch.Config{
 		Limits:     limitsOf(first),
 		FailFast:   o.failFast,
-		Logger:     o.logger,
-		Registerer: o.registerer,
+		Logger:     o.Logger,
+		Registerer: o.Registerer,
 	}, p.flush)
 	if err != nil {
 		return fail(fmt.Errorf("%w: batching: %w", ErrInvalidConfig, err))
@@ -188,9 +172,12 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 	// Subscribe and apply under mu: a version accepted meanwhile is handed
 	// to onConfig, which waits for mu and so applies after this one.
 	p.mu.Lock()
-	cur, unsub := p.watcher.Subscribe(p.onConfig)
+	cur, rev, unsub := p.watcher.SubscribeVersion(p.onConfig)
 	p.unsubscribe = unsub
 	err = p.applyLocked(cur)
+	if err == nil {
+		p.cfgState.Applied(rev, time.Now())
+	}
 	p.mu.Unlock()
 	if err != nil {
 		unsub()
@@ -221,10 +208,12 @@ func (p *Producer) onConfig(_, cur *config.Config) {
 		return
 	}
 	if err := p.applyLocked(cur); err != nil {
+		p.cfgState.Refused(p.watcher.Revision(), err, time.Now())
 		p.metrics.configRejected()
 		p.log.Error("producer could not apply the configuration; the previous one keeps serving", zap.Error(err))
 		return
 	}
+	p.cfgState.Applied(p.watcher.Revision(), time.Now())
 	p.log.Info("producer applied a new configuration", zap.Int("topics", len(cur.Topics)))
 	// New clusters get their routes now rather than at the next poll.
 	if !p.bgStopped {
@@ -392,16 +381,16 @@ func (p *Producer) newClient(cfg *config.Config, useTLS bool, cred *driver.Crede
 		Topics:         topics,
 		RequestTimeout: cfg.Timeouts.Request.D(),
 		Credentials:    cred,
-		DialOptions:    p.opts.dialOptions,
-		ClientID:       fmt.Sprintf("%s@producer-%d", p.opts.instance, p.clientSeq),
+		DialOptions:    p.opts.DialOptions,
+		ClientID:       fmt.Sprintf("%s@producer-%d", p.opts.Instance, p.clientSeq),
 		// Orphaned-transaction checks reach any producer client of the
 		// topic: every client carries the checker.
 		OnOrphanedTransaction: p.orphanHandler(),
 		Logger:                p.log,
-		Registerer:            p.opts.registerer,
+		Registerer:            p.opts.Registerer,
 	}
 	if useTLS {
-		dc.TLS = p.opts.tlsConfig
+		dc.TLS = p.opts.TLS
 	}
 	c, err := driver.New(dc)
 	if err != nil {
@@ -534,7 +523,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.closeClients(ctx)
-	p.metrics.unregister(p.opts.registerer)
+	p.metrics.unregister()
 	return errors.Join(errs...)
 }
 

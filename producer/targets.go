@@ -14,6 +14,7 @@ import (
 
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/failover"
+	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
 )
 
@@ -36,6 +37,7 @@ type brokerTarget struct {
 	sinceRotate atomic.Int64
 
 	ok, failed, retried prometheus.Counter // nil without metrics
+	link                clientstate.Link   // of the requests (State)
 }
 
 // queue returns the queue for a message of size bytes.
@@ -75,8 +77,9 @@ type clusterEntry struct {
 	priority int
 	brokers  []*brokerTarget
 	routeSig string
-	routing  bool  // a route query runs
-	routeErr error // of the last route query, nil once one succeeded
+	routing  bool             // a route query runs
+	routeErr error            // of the last route query, nil once one succeeded
+	link     clientstate.Link // of the route queries (State)
 }
 
 // sameAs reports whether c describes the same cluster as n, so that its
@@ -149,7 +152,7 @@ func (p *Producer) pickerConfig(topic string, fc config.Failover) failover.Confi
 			return t.client.Heartbeat(ctx, t.endpoint)
 		},
 		Name:       "producer/" + topic,
-		Registerer: p.opts.registerer,
+		Registerer: p.opts.Registerer,
 		Logger:     p.log,
 	}
 }
@@ -288,6 +291,7 @@ func (p *Producer) refreshAll(ctx context.Context) {
 				}
 				changed := (err == nil) != (c.routeErr == nil) || err != nil && err.Error() != c.routeErr.Error()
 				c.routeErr = err
+				c.noteRoute(err)
 				p.mu.Unlock()
 				switch {
 				case err != nil && changed:

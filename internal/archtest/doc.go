@@ -5,7 +5,9 @@
 // The rules (module-relative package paths):
 //
 //   - batch, failover and lane know nothing of RocketMQ: they import no other
-//     package of this module, except that lane may import failover.
+//     package of this module, except that lane may import failover, and all
+//     three may import internal/promreg, the module's one way of
+//     registering metrics, which imports nothing of this module.
 //   - internal/store imports no gRPC and no protobuf: it knows bytes, topics
 //     and queues.
 //   - producer and consumer reach the brokers through internal/driver only;

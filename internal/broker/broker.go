@@ -69,10 +69,14 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
+	met, err := newMetrics(cfg.Registerer, cfg.Cluster, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: broker %s: %w", ErrInvalidConfig, cfg.Name, err)
+	}
 	b := &Broker{
 		cfg:     cfg,
 		log:     cfg.Logger.With(zap.String("cluster", cfg.Cluster), zap.String("broker", cfg.Name)),
-		met:     newMetrics(cfg.Registerer, cfg.Cluster, cfg.Name),
+		met:     met,
 		topics:  map[string]Topic{},
 		groups:  map[string]Group{},
 		peers:   append([]Peer(nil), cfg.Peers...),

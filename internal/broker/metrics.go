@@ -1,14 +1,15 @@
 package broker
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // metrics of one broker. Every collector carries const labels cluster and
 // broker, so several brokers can share one Registerer; a broker restarted on
-// the same Registerer reuses the collectors already registered.
+// the same Registerer reuses the collectors already registered (see
+// promreg).
 type metrics struct {
 	requests    *prometheus.CounterVec // rpc, code
 	messagesIn  prometheus.Counter
@@ -17,7 +18,7 @@ type metrics struct {
 	deadLetters prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, cluster, broker string) *metrics {
+func newMetrics(reg prometheus.Registerer, cluster, broker string) (*metrics, error) {
 	labels := prometheus.Labels{"cluster": cluster, "broker": broker}
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -42,26 +43,21 @@ func newMetrics(reg prometheus.Registerer, cluster, broker string) *metrics {
 			Help: "Messages moved to a dead-letter topic.", ConstLabels: labels,
 		}),
 	}
-	if reg == nil {
-		return m
+	var err error
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
+		return nil, err
 	}
-	m.requests = register(reg, m.requests)
-	m.messagesIn = register(reg, m.messagesIn)
-	m.messagesOut = register(reg, m.messagesOut)
-	m.redelivered = register(reg, m.redelivered)
-	m.deadLetters = register(reg, m.deadLetters)
-	return m
-}
-
-// register registers c, or returns the equal collector registered before.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
+	if m.messagesIn, err = promreg.Register(reg, m.messagesIn); err != nil {
+		return nil, err
 	}
-	return c
+	if m.messagesOut, err = promreg.Register(reg, m.messagesOut); err != nil {
+		return nil, err
+	}
+	if m.redelivered, err = promreg.Register(reg, m.redelivered); err != nil {
+		return nil, err
+	}
+	if m.deadLetters, err = promreg.Register(reg, m.deadLetters); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

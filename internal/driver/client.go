@@ -68,9 +68,11 @@ type Client struct {
 	subs     []Subscription
 
 	routes routeCache
-	orphan chan struct{}  // semaphore bounding concurrent orphan checks
-	codec  *pbcodec.Codec // shared by the client's connections
-	pool   *pbcodec.Pool  // the codec's and the connections' buffers
+	orphan chan struct{} // semaphore bounding concurrent orphan checks
+	// verifying bounds concurrent message verifications.
+	verifying chan struct{}
+	codec     *pbcodec.Codec // shared by the client's connections
+	pool      *pbcodec.Pool  // the codec's and the connections' buffers
 }
 
 // endpoint is one server address with its connection and telemetry.
@@ -119,6 +121,7 @@ func New(cfg Config) (*Client, error) {
 		topics:    cfg.Topics,
 		subs:      cfg.Subscriptions,
 		orphan:    make(chan struct{}, 8),
+		verifying: make(chan struct{}, 8),
 	}
 	c.routes.init()
 	c.wg.Add(2)

@@ -128,6 +128,14 @@ func (r TransactionResolution) pb() rmqpb.TransactionResolution {
 // the server that asked; msg is the half message; txID its transaction id.
 type OrphanedTransactionFunc func(ctx context.Context, endpoint string, msg *ReceivedMessage, txID string) TransactionResolution
 
+// VerifyMessageFunc consumes a message the server sent for verification
+// (an operator's "consume this message directly" request) and reports the
+// outcome: nil means consumed, an error means the consumer failed it. msg
+// carries no receipt handle: the message is not settled afterwards. A msg
+// whose Err is set (it failed its digest or could not be decoded) is
+// answered MESSAGE_CORRUPTED without calling the function.
+type VerifyMessageFunc func(ctx context.Context, endpoint string, msg *ReceivedMessage) error
+
 // Defaults applied by New when a field is zero.
 const (
 	DefaultRequestTimeout       = 3 * time.Second
@@ -181,6 +189,11 @@ type Config struct {
 	// OnOrphanedTransaction answers the server's orphaned-transaction
 	// checks (producers only). Nil leaves them unanswered.
 	OnOrphanedTransaction OrphanedTransactionFunc
+	// OnVerifyMessage answers the server's requests to consume a message
+	// directly (consumers only; see VerifyMessageFunc). Nil answers them
+	// NOT_IMPLEMENTED, as the official clients do for anything but a push
+	// consumer.
+	OnVerifyMessage VerifyMessageFunc
 
 	// ClientID overrides the generated x-mq-client-id. It must be unique
 	// per client instance; leave empty outside tests.
@@ -204,6 +217,9 @@ func (c *Config) validateAndDefault() error {
 		}
 		if c.Group != "" || len(c.Subscriptions) > 0 {
 			return bad("a producer takes Topics, not Group or Subscriptions")
+		}
+		if c.OnVerifyMessage != nil {
+			return bad("OnVerifyMessage is for consumers")
 		}
 	case PushConsumer, SimpleConsumer:
 		if strings.TrimSpace(c.Group) == "" {

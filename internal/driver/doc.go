@@ -23,10 +23,20 @@
 // server's commands: orphaned-transaction checks (answered through
 // Config.OnOrphanedTransaction and EndTransaction with source
 // SOURCE_SERVER_CHECK), thread-dump requests (answered with a goroutine
-// dump) and message verification (answered NOT_IMPLEMENTED). Readiness is
+// dump) and message verification (an operator's "consume this message
+// directly"): a consumer with Config.OnVerifyMessage runs the message
+// through it, as RocketMQ's Java push consumer runs its listener, and
+// answers OK, FAILED_TO_CONSUME_MESSAGE or, for a message that cannot be
+// decoded, MESSAGE_CORRUPTED (the codes the proxy turns into the
+// operator's result); other clients answer NOT_IMPLEMENTED, as the
+// official producers and simple consumers do. Readiness is
 // sticky after the first echo; before it, a failed attempt fails waiting
 // calls at once with its error rather than letting them sit out their
-// deadlines, so callers can fail over quickly.
+// deadlines, so callers can fail over quickly. EndpointState tells whether
+// an endpoint's current stream completed its handshake and why the latest
+// attempt failed; a stream the server ended with a gRPC status whose text
+// starts with a protocol code's name (how the embedded broker refuses
+// Settings, e.g. "CONSUMER_GROUP_NOT_FOUND: ...") carries that code.
 //
 // Background work per Client: heartbeats every 10 s to every endpoint that
 // completed its handshake, and a refresh every 30 s of every cached route.

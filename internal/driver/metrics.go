@@ -2,9 +2,12 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/twinmq/twinmq/internal/promreg"
 )
 
 // metrics are the driver's Prometheus collectors. A nil *metrics (no
@@ -51,16 +54,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // register registers c, or returns the collector already registered under
-// the same name, so several Clients can share one Registerer.
+// the same name, so several Clients can share one Registerer (see
+// promreg).
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return c, nil
 }

@@ -34,6 +34,7 @@ type telemetry struct {
 	ep *endpoint
 
 	ready    atomic.Bool
+	up       atomic.Bool // the current stream completed its handshake
 	settings atomic.Pointer[ServerSettings]
 
 	mu        sync.Mutex
@@ -85,6 +86,7 @@ func (t *telemetry) awaitReady(ctx context.Context, rpc string) error {
 
 func (t *telemetry) markReady(s ServerSettings) {
 	t.settings.Store(&s)
+	t.up.Store(true)
 	t.mu.Lock()
 	t.lastErr = nil
 	if !t.ready.Load() {
@@ -107,9 +109,11 @@ func (t *telemetry) run(ctx context.Context) {
 	backoff := t.c.cfg.ReconnectBackoff
 	for {
 		established, err := t.session(ctx)
+		t.up.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
+		err = withStatusCode(err)
 		t.fail(err)
 		t.c.met.telemetryReconnect()
 		t.c.log.Warn("telemetry stream broken; reopening",
@@ -208,12 +212,7 @@ func (t *telemetry) handle(ctx context.Context, cmd *rmqpb.TelemetryCommand) (bo
 			}},
 		})
 	case *rmqpb.TelemetryCommand_VerifyMessageCommand:
-		t.reply(&rmqpb.TelemetryCommand{
-			Status: &rmqpb.Status{Code: rmqpb.Code_NOT_IMPLEMENTED, Message: "message verification is not implemented"},
-			Command: &rmqpb.TelemetryCommand_VerifyMessageResult{VerifyMessageResult: &rmqpb.VerifyMessageResult{
-				Nonce: x.VerifyMessageCommand.GetNonce(),
-			}},
-		})
+		t.verifyMessage(ctx, x.VerifyMessageCommand)
 	case nil:
 		// A bare OK status: nothing to do.
 	default:

@@ -146,6 +146,18 @@ func (s *Store) saveTopicOptions() error {
 	return nil
 }
 
+// uncleanReason says why recovery scanned the log.
+func uncleanReason(crashed, cpOK bool) string {
+	switch {
+	case crashed:
+		return "the last run did not close the store"
+	case !cpOK:
+		return "no readable checkpoint"
+	default:
+		return "the checkpoint does not match the log"
+	}
+}
+
 // recover brings the files to a consistent state and starts the index
 // pipeline; see "Recovery" in doc.go.
 func (s *Store) recover(ctx context.Context) error {
@@ -190,8 +202,14 @@ func (s *Store) recover(ctx context.Context) error {
 		if err := s.cutLog(logEnd); err != nil {
 			return err
 		}
-		s.log.Info("store: recovered after an unclean shutdown",
-			zap.Int64("scanFrom", from), zap.Int64("logEnd", logEnd), zap.Int64("cut", physEnd-logEnd))
+		switch {
+		case !crashed && !cpOK && len(s.segs) == 0:
+			// A new data directory: nothing was there to recover.
+			s.log.Debug("store: new data directory")
+		default:
+			s.log.Info("store: recovered after an unclean shutdown", zap.String("reason", uncleanReason(crashed, cpOK)),
+				zap.Int64("scanFrom", from), zap.Int64("logEnd", logEnd), zap.Int64("cut", physEnd-logEnd))
+		}
 	}
 	s.writePos = logEnd
 	s.written.Store(logEnd)
