@@ -1,18 +1,18 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/twinmq/twinmq/contrib/etcd/internal/etcdtest"
+	"github.com/twinmq/twinmq/contrib/etcd/internal/ctl"
 	"github.com/twinmq/twinmq/contrib/etcd/internal/fleet"
 )
 
@@ -23,31 +23,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// casPut publishes as an operator does: read the revision, then write only
-// if nobody wrote in between.
-func casPut(ctx context.Context, endpoint, key string, doc []byte) (string, error) {
-	cli, err := clientv3.New(etcdtest.ClientConfig(endpoint))
-	if err != nil {
-		return "", err
+// publish publishes as an operator does, with twinmqctl put: validate,
+// read the revision, write only if nobody wrote in between (-create for
+// the first version).
+func publish(ctx context.Context, endpoint, key string, doc []byte) (string, error) {
+	args := []string{"put", "-endpoints", endpoint, "-key", key, "-"}
+	var out, errOut bytes.Buffer
+	code := ctl.Run(ctx, args, bytes.NewReader(doc), &out, &errOut)
+	if code == 6 { // no document yet
+		out.Reset()
+		errOut.Reset()
+		code = ctl.Run(ctx, append(args[:len(args)-1], "-create", "-"), bytes.NewReader(doc), &out, &errOut)
 	}
-	defer cli.Close()
-	cur, err := cli.Get(ctx, key)
-	if err != nil {
-		return "", err
+	if code != 0 {
+		return "", fmt.Errorf("twinmqctl put: exit %d: %s", code, strings.TrimSpace(errOut.String()+out.String()))
 	}
-	var mod int64
-	if len(cur.Kvs) > 0 {
-		mod = cur.Kvs[0].ModRevision
-	}
-	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", mod)).
-		Then(clientv3.OpPut(key, string(doc))).Commit()
-	if err != nil {
-		return "", err
-	}
-	if !resp.Succeeded {
-		return "", fmt.Errorf("%s changed since revision %d", key, mod)
-	}
-	return strconv.FormatInt(resp.Header.Revision, 10), nil
+	return strings.TrimSpace(out.String()), nil
 }
 
 func TestFleet(t *testing.T) {
@@ -56,7 +47,7 @@ func TestFleet(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := fleet.Run(ctx, fleet.Options{Binary: os.Args[0], Publish: casPut, Logf: t.Logf})
+	rep, err := fleet.Run(ctx, fleet.Options{Binary: os.Args[0], Publish: publish, Logf: t.Logf})
 	require.NoError(t, err)
 	t.Logf("sent %d, handled %d, lost %d, handled twice %d, misrouted %d; a.x to a in %v; config applied in %v",
 		rep.Sent, rep.Handled, rep.Lost, rep.HandledTwice, rep.Misrouted, rep.LaneFailover, rep.ConfigApply)
@@ -80,7 +71,7 @@ func BenchmarkFleet(b *testing.B) {
 		lost, twice, misrouted, sum int
 	)
 	for i := 0; i < b.N; i++ {
-		rep, err := fleet.Run(ctx, fleet.Options{Binary: os.Args[0], Publish: casPut, Rate: 100, Phase: 3 * time.Second, Logf: b.Logf})
+		rep, err := fleet.Run(ctx, fleet.Options{Binary: os.Args[0], Publish: publish, Rate: 100, Phase: 3 * time.Second, Logf: b.Logf})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"bytes"
@@ -199,13 +199,21 @@ func (a *app) readDocument(arg string) (data []byte, name string, code int) {
 // check parses and validates data as the SDK does, printing every problem
 // on w, one per line.
 func (a *app) check(name string, data []byte, w io.Writer) (*config.Config, bool) {
+	var ve *config.ValidationError
 	c, err := config.Parse(data)
 	if err != nil {
+		// Parse lists what it could not decode by path, with the rules the
+		// rest breaks; a document that is not JSON gets its position.
+		if errors.As(err, &ve) {
+			for _, p := range ve.Problems {
+				fmt.Fprintln(w, p.String())
+			}
+			return nil, false
+		}
 		fmt.Fprintf(w, "%s%s: %v\n", name, position(data, err), err)
 		return nil, false
 	}
 	err = c.Validate()
-	var ve *config.ValidationError
 	switch {
 	case err == nil:
 		return c, true
