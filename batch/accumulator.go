@@ -95,7 +95,7 @@ func New[K comparable, T, R any](cfg Config, fn FlushFunc[K, T, R]) (*Accumulato
 	if err != nil {
 		return nil, err
 	}
-	a.flushCtx, a.cancelFlush = context.WithCancel(context.Background())
+	a.flushCtx, a.cancelFlush = context.WithCancel(context.Background()) //nolint:gosec // G118: kept in a field, Close calls it (the parent is Background, so nothing is held meanwhile)
 	a.entries.New = func() any { return &entry[T, R]{done: make(chan struct{}, 1)} }
 	a.batches.New = func() any { return &batch[K, T, R]{} }
 	go a.tickLoop()
@@ -350,6 +350,7 @@ func (a *Accumulator[K, T, R]) Close(ctx context.Context) error {
 	var err error
 	select {
 	case <-a.drained:
+		a.cancelFlush() // every flush has returned: release the context too
 	case <-ctx.Done():
 		a.cancelFlush()
 		err = fmt.Errorf("batch: close: %w", ctx.Err())

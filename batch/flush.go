@@ -184,9 +184,9 @@ func (a *Accumulator[K, T, R]) tickLoop() {
 	defer t.Stop()
 	period := d // 0 while asleep
 	setPeriod := func(p time.Duration) {
-		switch {
-		case p == period:
-		case p == 0:
+		switch p {
+		case period:
+		case 0:
 			t.Stop()
 		default:
 			t.Reset(p)

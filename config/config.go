@@ -212,7 +212,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration %q: %v", s, err)
+		return fmt.Errorf("duration %q: %w", s, err)
 	}
 	*d = Duration(v)
 	return nil

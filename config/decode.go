@@ -193,16 +193,16 @@ func describe(raw []byte) string {
 		}
 		return kind
 	}
-	switch c := raw[0]; {
-	case c == '{':
+	switch raw[0] {
+	case '{':
 		return "an object"
-	case c == '[':
+	case '[':
 		return "an array"
-	case c == '"':
+	case '"':
 		return short("the string")
-	case c == 't' || c == 'f':
+	case 't', 'f':
 		return short("the boolean")
-	case c == 'n':
+	case 'n':
 		return "null"
 	default:
 		return short("the number")

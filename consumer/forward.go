@@ -187,7 +187,7 @@ func (f *forwarder) deliver(d *delivery, in lane.Instance, target string) (strin
 	if err != nil {
 		switch status.Code(err) {
 		case codes.Unauthenticated:
-			return fwdRefused, fmt.Errorf("instance %s at %s: %w: %v", in.ID, in.Addr, ErrUnauthenticated, err)
+			return fwdRefused, fmt.Errorf("instance %s at %s: %w: %w", in.ID, in.Addr, ErrUnauthenticated, err)
 		case codes.ResourceExhausted, codes.InvalidArgument, codes.Unimplemented:
 			// gRPC refused the call before the service saw it (a message
 			// over a peer's limit, a peer without the service): the

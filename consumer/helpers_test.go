@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,5 +280,3 @@ func drainTopic(t testing.TB, env *embedded.Env, topic, group string) []*driver.
 	}
 	return out
 }
-
-func joinIDs(ids []string) string { return strings.Join(ids, ",") }

@@ -32,7 +32,7 @@ const (
 	DefaultForwardListen = "127.0.0.1:0"
 	// ForwardTokenHeader is the gRPC metadata key carrying the group's
 	// forwarding token.
-	ForwardTokenHeader = "twinmq-forward-token"
+	ForwardTokenHeader = "twinmq-forward-token" //nolint:gosec // G101: a metadata key name, not a credential
 )
 
 // Option configures New.

@@ -111,7 +111,7 @@ func (p *Producer) sendContext(ctx context.Context, pd *pending, d time.Duration
 	dl := pd.start.Add(d)
 	// The address of pd differs between concurrent sends; its low bits
 	// are alignment.
-	key := uint64(uintptr(unsafe.Pointer(pd)) >> 7)
+	key := uint64(uintptr(unsafe.Pointer(pd)) >> 7) //nolint:gosec // G103: the address is only hashed to spread timers, never turned back into a pointer
 	pd.sctx = sendCtx{Context: ctx, deadline: dl, done: p.deadlines.at(dl, key)}
 	return &pd.sctx, func() {}
 }

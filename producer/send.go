@@ -325,7 +325,7 @@ func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32,
 		case <-ctx.Done():
 			timer.Stop()
 			if pd.lastErr != nil {
-				return nil, 0, fmt.Errorf("%w before the deadline (last failure: %v): %w", ErrNoTarget, pd.lastErr, ctx.Err())
+				return nil, 0, fmt.Errorf("%w before the deadline (last failure: %w): %w", ErrNoTarget, pd.lastErr, ctx.Err())
 			}
 			return nil, 0, fmt.Errorf("%w (no cluster has a route%s): %w", ErrNoTarget, p.routeErrors(pd.topic), ctx.Err())
 		case <-timer.C:

@@ -105,7 +105,7 @@ func loadConfig(r io.Reader) (*fileConfig, error) {
 	dec.DisallowUnknownFields()
 	var fc fileConfig
 	if err := dec.Decode(&fc); err != nil {
-		return nil, fmt.Errorf("%w: %v", errConfig, err)
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	if fc.DataDir == "" {
 		return nil, fmt.Errorf("%w: dataDir is required", errConfig)
@@ -132,7 +132,7 @@ func (fc *fileConfig) brokerConfigs(log *zap.Logger, reg prometheus.Registerer) 
 		for _, s := range g.RetryBackoff {
 			d, err := time.ParseDuration(s)
 			if err != nil {
-				return nil, fmt.Errorf("%w: group %s: retryBackoff %q: %v", errConfig, g.Name, s, err)
+				return nil, fmt.Errorf("%w: group %s: retryBackoff %q: %w", errConfig, g.Name, s, err)
 			}
 			backoff = append(backoff, d)
 		}
@@ -171,7 +171,7 @@ func newLogger(level string) (*zap.Logger, error) {
 	lvl := zapcore.InfoLevel
 	if level != "" {
 		if err := lvl.UnmarshalText([]byte(level)); err != nil {
-			return nil, fmt.Errorf("%w: logLevel %q: %v", errConfig, level, err)
+			return nil, fmt.Errorf("%w: logLevel %q: %w", errConfig, level, err)
 		}
 	}
 	cfg := zap.NewProductionConfig()

@@ -40,7 +40,7 @@ func (fc *fileConfig) security() (broker.Security, broker.TransactionOptions, er
 	if fc.TLS != nil {
 		cert, err := tls.LoadX509KeyPair(fc.TLS.CertFile, fc.TLS.KeyFile)
 		if err != nil {
-			return sec, tx, fmt.Errorf("%w: tls: %v", errConfig, err)
+			return sec, tx, fmt.Errorf("%w: tls: %w", errConfig, err)
 		}
 		sec.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
@@ -52,17 +52,17 @@ func (fc *fileConfig) security() (broker.Security, broker.TransactionOptions, er
 		}
 		// Validate here so that a bad user list is a config error.
 		if _, err := auth.New(*ac); err != nil {
-			return sec, tx, fmt.Errorf("%w: users: %v", errConfig, err)
+			return sec, tx, fmt.Errorf("%w: users: %w", errConfig, err)
 		}
 		sec.Auth = ac
 	}
 	if t := fc.Transactions; t != nil {
 		var err error
 		if tx.Timeout, err = optDuration(t.Timeout); err != nil {
-			return sec, tx, fmt.Errorf("%w: transactions.timeout: %v", errConfig, err)
+			return sec, tx, fmt.Errorf("%w: transactions.timeout: %w", errConfig, err)
 		}
 		if tx.CheckInterval, err = optDuration(t.CheckInterval); err != nil {
-			return sec, tx, fmt.Errorf("%w: transactions.checkInterval: %v", errConfig, err)
+			return sec, tx, fmt.Errorf("%w: transactions.checkInterval: %w", errConfig, err)
 		}
 		tx.MaxChecks = t.MaxChecks
 	}

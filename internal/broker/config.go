@@ -213,7 +213,7 @@ func (c *Config) normalize() error {
 		c.Listen = "127.0.0.1:0"
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("%w: broker %s: Listen %q: %v", ErrInvalidConfig, c.Name, c.Listen, err)
+		return fmt.Errorf("%w: broker %s: Listen %q: %w", ErrInvalidConfig, c.Name, c.Listen, err)
 	}
 	if c.CheckpointInterval <= 0 {
 		c.CheckpointInterval = time.Second
@@ -226,7 +226,7 @@ func (c *Config) normalize() error {
 	seen := map[string]bool{}
 	for i, t := range c.Topics {
 		if err := checkTopicName(t.Name); err != nil {
-			return fmt.Errorf("%w: topic %q: %v", ErrInvalidConfig, t.Name, err)
+			return fmt.Errorf("%w: topic %q: %w", ErrInvalidConfig, t.Name, err)
 		}
 		if seen[t.Name] {
 			return fmt.Errorf("%w: topic %q declared twice", ErrInvalidConfig, t.Name)
@@ -248,7 +248,7 @@ func (c *Config) normalize() error {
 	seenG := map[string]bool{}
 	for i, g := range c.Groups {
 		if err := checkGroupName(g.Name); err != nil {
-			return fmt.Errorf("%w: group %q: %v", ErrInvalidConfig, g.Name, err)
+			return fmt.Errorf("%w: group %q: %w", ErrInvalidConfig, g.Name, err)
 		}
 		if seenG[g.Name] {
 			return fmt.Errorf("%w: group %q declared twice", ErrInvalidConfig, g.Name)
@@ -287,7 +287,7 @@ func checkPeer(p Peer) error {
 		return fmt.Errorf("%w: peer with endpoint %q has no name", ErrInvalidConfig, p.Endpoint)
 	}
 	if _, _, err := splitEndpoint(p.Endpoint); err != nil {
-		return fmt.Errorf("%w: peer %s: %v", ErrInvalidConfig, p.Name, err)
+		return fmt.Errorf("%w: peer %s: %w", ErrInvalidConfig, p.Name, err)
 	}
 	return nil
 }

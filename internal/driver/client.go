@@ -310,7 +310,7 @@ func (c *Client) endpoint(addr, rpc string) (*endpoint, error) {
 func parseEndpoint(addr string) (*rmqpb.Endpoints, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint %q is not host:port: %v", addr, err)
+		return nil, fmt.Errorf("endpoint %q is not host:port: %w", addr, err)
 	}
 	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil || port == 0 || host == "" {

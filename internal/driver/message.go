@@ -183,13 +183,13 @@ func convertMessage(m *rmqpb.Message, endpoint string) *ReceivedMessage {
 		out.DeadLetter = &DeadLetterInfo{Topic: d.GetTopic(), MessageID: d.GetMessageId()}
 	}
 	if err := verifyDigest(sp.GetBodyDigest(), out.Body); err != nil {
-		out.Err = fmt.Errorf("message %s: %w: %v", out.ID, ErrCorrupted, err)
+		out.Err = fmt.Errorf("message %s: %w: %w", out.ID, ErrCorrupted, err)
 		return out
 	}
 	if sp.GetBodyEncoding() == rmqpb.Encoding_GZIP {
 		body, err := decodeBody(out.Body)
 		if err != nil {
-			out.Err = fmt.Errorf("message %s: %w: %v", out.ID, ErrCorrupted, err)
+			out.Err = fmt.Errorf("message %s: %w: %w", out.ID, ErrCorrupted, err)
 			return out
 		}
 		out.Body = body

@@ -161,7 +161,7 @@ func ParseMessageID(id string) (MessageIDInfo, error) {
 	}
 	var raw [16]byte
 	if _, err := hex.Decode(raw[:], []byte(id[2:])); err != nil {
-		return MessageIDInfo{}, fmt.Errorf("%w: message id %q: %v", ErrBadRequest, id, err)
+		return MessageIDInfo{}, fmt.Errorf("%w: message id %q: %w", ErrBadRequest, id, err)
 	}
 	return MessageIDInfo{
 		MAC:      net.HardwareAddr(append([]byte(nil), raw[:6]...)),

@@ -244,7 +244,7 @@ func skipField(num protowire.Number, typ protowire.Type, b []byte) (int, error) 
 	}
 	n := protowire.ConsumeFieldValue(num, typ, b)
 	if n < 0 {
-		return 0, fmt.Errorf("%w: field %d: %v", errMalformed, num, protowire.ParseError(n))
+		return 0, fmt.Errorf("%w: field %d: %w", errMalformed, num, protowire.ParseError(n))
 	}
 	return n, nil
 }

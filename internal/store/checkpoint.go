@@ -153,7 +153,7 @@ func (s *Store) applyRetention(now time.Time) error {
 	s.segs = s.segs[n:]
 	s.segMu.Unlock()
 	for _, g := range segs[:n] {
-		g.f.Close()
+		_ = g.f.Close() // an old segment, removed next: the Remove error is the one that counts
 		if err := s.fs.Remove(g.name); err != nil {
 			return fmt.Errorf("store: delete segment %s: %w", g.name, err)
 		}

@@ -223,7 +223,9 @@ func (s *Store) roll(seg *segment) (*segment, error) {
 		le.PutUint32(blank[offSize:], uint32(seg.end()-s.writePos))
 		le.PutUint32(blank[offMagic:], blankMagic)
 		if _, err := seg.f.WriteAt(blank[:], s.writePos-seg.base); err != nil {
-			seg.f.Truncate(s.writePos - seg.base)
+			// Best effort: the write error is what the caller gets, and a pad
+			// left half-written is cut as a torn tail by recovery.
+			_ = seg.f.Truncate(s.writePos - seg.base)
 			return nil, fmt.Errorf("store: pad segment %s: %w", seg.name, err)
 		}
 		s.writePos = seg.end()

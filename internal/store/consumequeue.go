@@ -354,7 +354,9 @@ func (s *Store) persistQueue(q *consumeQueue, thorough bool) (int64, error) {
 		if err == nil {
 			err = f.Sync()
 		}
-		f.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return fail(err)
 		}

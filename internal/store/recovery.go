@@ -136,7 +136,9 @@ func (s *Store) saveTopicOptions() error {
 	if err == nil {
 		err = f.Sync()
 	}
-	f.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
 		err = s.fs.Rename(tmp, filepath.Join(s.opts.Dir, topicsName))
 	}

@@ -113,7 +113,7 @@ func (s *suite) send(ctx context.Context, t *testing.T, p *driver.Client, topic 
 	require.Len(t, res, len(msgs))
 	for i, sr := range res {
 		require.NoError(t, sr.Err, "message %d", i)
-		require.Equal(t, msgs[i].ID, sr.MessageID)
+		require.Equal(t, msgs[i].ID, sr.MessageID) //nolint:gosec // G602: require.Len above stops the test unless len(res) == len(msgs)
 	}
 	return res
 }

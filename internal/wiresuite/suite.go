@@ -44,7 +44,7 @@ func (b Backend) validate() error {
 		return errors.New("Backend.MinInvisible, MinLongPolling and RedeliveryLag must be positive")
 	}
 	if _, _, err := net.SplitHostPort(b.Endpoint); err != nil {
-		return fmt.Errorf("Backend.Endpoint %q: %v", b.Endpoint, err)
+		return fmt.Errorf("Backend.Endpoint %q: %w", b.Endpoint, err)
 	}
 	return nil
 }

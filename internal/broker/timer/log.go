@@ -253,7 +253,7 @@ func readCheckpoint(fs store.FS, dir string) (checkpoint, bool, error) {
 	defer f.Close()
 	b := make([]byte, checkpointSize)
 	if _, err := f.ReadAt(b, 0); err != nil {
-		return checkpoint{}, false, fmt.Errorf("%w: checkpoint unreadable: %v", ErrCorrupt, err)
+		return checkpoint{}, false, fmt.Errorf("%w: checkpoint unreadable: %w", ErrCorrupt, err)
 	}
 	if binary.LittleEndian.Uint32(b[0:]) != checkpointMagic || binary.LittleEndian.Uint32(b[4:]) != 1 ||
 		crc32.Checksum(b[:24], castagnoli) != binary.LittleEndian.Uint32(b[24:]) {

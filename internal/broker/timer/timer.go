@@ -449,7 +449,7 @@ func (t *Timer) deliverOnce(e entry) error {
 // destination; TIMER_DELIVER_MS stays.
 func realMessage(m store.Message) (store.Message, error) {
 	topic := m.Properties[PropRealTopic]
-	q, err := strconv.Atoi(m.Properties[PropRealQueue])
+	q, err := strconv.ParseInt(m.Properties[PropRealQueue], 10, 32) // a queue id is an int32
 	if topic == "" || err != nil || q < 0 {
 		return store.Message{}, fmt.Errorf("%w: REAL_TOPIC %q REAL_QID %q", ErrInvalidMessage, topic, m.Properties[PropRealQueue])
 	}

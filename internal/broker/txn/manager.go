@@ -335,7 +335,7 @@ func (m *Manager) notYetVisible(off int64) bool {
 // realMessage turns a half message into the message for its destination.
 func realMessage(half store.Message) (store.Message, error) {
 	topic := half.Properties[PropRealTopic]
-	q, err := strconv.Atoi(half.Properties[PropRealQueue])
+	q, err := strconv.ParseInt(half.Properties[PropRealQueue], 10, 32) // a queue id is an int32
 	if topic == "" || err != nil || q < 0 {
 		return store.Message{}, fmt.Errorf("%w: REAL_TOPIC %q REAL_QID %q", ErrInvalidMessage, topic, half.Properties[PropRealQueue])
 	}

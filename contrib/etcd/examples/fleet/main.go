@@ -299,7 +299,7 @@ func spawn(l, endpoint string, wg *sync.WaitGroup, seen *handled) (*exec.Cmd, er
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self)
+	cmd := exec.Command(self) //nolint:gosec // G204: runs this very program again (os.Executable) as a lane consumer
 	cmd.Env = append(os.Environ(), "TWINMQ_EXAMPLE_LANE="+l, "TWINMQ_EXAMPLE_ETCD="+endpoint)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

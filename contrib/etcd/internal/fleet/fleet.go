@@ -511,7 +511,7 @@ func (r *run) account() {
 // start starts the member process of lane l and waits for it to be ready.
 func (r *run) start(ctx context.Context, l string) error {
 	name := "member-" + orBase(l)
-	cmd := exec.Command(r.opts.Binary, "-test.run=^$")
+	cmd := exec.Command(r.opts.Binary, "-test.run=^$") //nolint:gosec // G204: the benchmark's own test binary, named by the caller, re-run as a member
 	cmd.Env = append(os.Environ(),
 		MemberEnv+"=1", envEtcd+"="+r.endpoint, envKey+"="+Key, envLane+"="+l, envName+"="+name,
 		envGroup+"="+group, envTopic+"="+topic, envToken+"="+token)

@@ -30,7 +30,7 @@ const (
 	envName  = "TWINMQ_FLEET_NAME"
 	envGroup = "TWINMQ_FLEET_GROUP"
 	envTopic = "TWINMQ_FLEET_TOPIC"
-	envToken = "TWINMQ_FLEET_TOKEN"
+	envToken = "TWINMQ_FLEET_TOKEN" //nolint:gosec // G101: the name of an environment variable, not a credential
 )
 
 // IsMember reports whether this process was started as a fleet member.
