@@ -5,7 +5,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 2s
 
-.PHONY: all test vet race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet
+.PHONY: all test vet lint race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet
 
 # Modules of their own under contrib/ (kept out of the core's dependencies);
 # make test vets and tests each of them too.
@@ -18,6 +18,15 @@ all: test
 test: vet
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	@set -e; for m in $(CONTRIB); do echo "== $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...); done
+
+# golangci-lint (configuration in .golangci.yml), pinned and run with go run
+# so nothing is installed; core module then each contrib module.
+LINT_VERSION := v2.15.0
+LINT         := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VERSION)
+
+lint:
+	$(LINT) run ./...
+	@set -e; for m in $(CONTRIB); do echo "== $$m"; (cd $$m && $(LINT) run --config $(CURDIR)/.golangci.yml ./...); done
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
