@@ -91,7 +91,16 @@ type liveSettings struct {
 // be given. New returns once receiving has started on every cluster whose
 // brokers answered within ctx; a cluster that does not answer yet is
 // retried in the background and consumed once it does.
+//
+// A ctx that has ended before New, or while it waits for the first version
+// of the configuration, fails New with an error wrapping ctx.Err(). Bad
+// options or arguments, and a configuration that is invalid, unreadable or
+// missing (a file source's file does not exist), fail it with
+// ErrInvalidConfig.
 func New(ctx context.Context, group, topic string, handler Handler, opts ...Option) (*Consumer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("consumer: new: %w", err)
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -139,6 +148,9 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 		}
 		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.logger, Registerer: o.registerer})
 		if err != nil {
+			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+				return nil, fmt.Errorf("consumer: new: %w", err)
+			}
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 		c.ownWatcher = true

@@ -380,5 +380,25 @@ func TestNewRefusesABadFirstConfiguration(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "missing.json")
 	_, err = New(ctx, WithSource(config.File(path, config.FileOptions{})))
-	require.Error(t, err, "a missing file gives the producer nothing to start with")
+	require.ErrorIs(t, err, ErrInvalidConfig, "a missing file gives the producer nothing to start with")
+	require.ErrorIs(t, err, config.ErrInvalidConfig)
+	require.ErrorContains(t, err, "no such file")
+}
+
+// A ctx that has already ended fails New every time with ctx's error, and
+// never as an invalid configuration. Starting the configuration's watcher
+// used to pick at random between its first version (ready at once) and the
+// ended ctx, so New succeeded about half the time.
+func TestNewWithAnEndedContextAlwaysFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		p, err := New(ctx, WithConfig(noRouteConfig()))
+		if err == nil {
+			_ = p.Close(testCtx(t))
+			t.Fatalf("New succeeded with a cancelled ctx (call %d)", i)
+		}
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, ErrInvalidConfig)
+	}
 }
