@@ -18,6 +18,7 @@ import (
 	"github.com/twinmq/twinmq/embedded"
 	"github.com/twinmq/twinmq/internal/driver"
 	"github.com/twinmq/twinmq/lane"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -334,7 +335,11 @@ func TestSendBatchReportsPerMessageFailures(t *testing.T) {
 	require.NoError(t, be.Errs[0])
 	require.Error(t, be.Errs[1])
 	require.ErrorIs(t, be.Errs[1], driver.ErrBadRequest)
-	require.Contains(t, be.Errs[1].Error(), "after 1 attempt(s)", "a refused message is not retried")
+	require.ErrorIs(t, be.Errs[1], rmqerr.ErrBadRequest)
+	var refusal *rmqerr.Error
+	require.ErrorAs(t, be.Errs[1], &refusal)
+	require.Equal(t, rmqerr.CodeMessagePropertyConflictWithType, refusal.Code)
+	require.Contains(t, be.Errs[1].Error(), "after 1 attempt:", "a refused message is not retried")
 	require.NoError(t, be.Errs[2])
 	require.NotNil(t, res[0])
 	require.Nil(t, res[1])
