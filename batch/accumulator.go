@@ -107,22 +107,35 @@ func New[K comparable, T, R any](cfg Config, fn FlushFunc[K, T, R]) (*Accumulato
 // returns ErrBufferFull). If the key is idle the flush runs at once on the
 // calling goroutine, and Add returns when the flush function does (the flush
 // function sees the accumulator's context; a flush that must honour callers'
-// deadlines carries them in its items). When ctx ends while the item waits,
-// Add returns ctx's error; an item already in flight may still be delivered.
+// deadlines carries them in its items). When ctx ends while the item waits
+// for room or in the buffer, the item is taken out, its bytes are given
+// back and Add returns an error wrapping ErrNotSent and ctx's error; once
+// the item is in flight, Add returns ctx's error and the item may still be
+// delivered.
 func (a *Accumulator[K, T, R]) Add(ctx context.Context, key K, item T, size int) (R, error) {
 	var zero R
-	e, err := a.enqueue(ctx, key, item, size, nil)
+	e, q, err := a.enqueue(ctx, key, item, size, nil)
 	if err != nil {
 		return zero, err
 	}
 	select {
 	case <-e.done:
 	case <-ctx.Done():
+		q.mu.Lock()
+		out := q.withdraw(e)
+		q.mu.Unlock()
+		if out {
+			// Its buffer may still hold it (see queue.withdraw): it is
+			// not reused.
+			a.budget.release(e.size)
+			a.complete(1)
+			return zero, notSent("waiting in the buffer", ctx.Err())
+		}
 		select {
 		case <-e.done:
 		default:
 			// The entry stays with the flusher; it is not reused.
-			return zero, fmt.Errorf("batch: waiting for the flush: %w", ctx.Err())
+			return zero, fmt.Errorf("batch: gave up waiting for the flush, which may deliver the item: %w", ctx.Err())
 		}
 	}
 	res, err := e.res, e.err
@@ -134,12 +147,15 @@ func (a *Accumulator[K, T, R]) Add(ctx context.Context, key K, item T, size int)
 // is accepted. It blocks while TotalBatchMaxBytes is reached (FailFast:
 // returns ErrBufferFull). On a nil return cb runs exactly once with the
 // outcome, after the flush, never under a lock (see the package doc for the
-// goroutine); on an error return cb never runs.
+// goroutine); on an error return cb never runs. When ctx ends while the item
+// waits in the buffer, the item is taken out at once, its bytes are given
+// back and cb gets an error wrapping ErrNotSent and ctx's error; once the
+// item is in flight, its outcome is its batch's.
 func (a *Accumulator[K, T, R]) AddAsync(ctx context.Context, key K, item T, size int, cb func(R, error)) error {
 	if cb == nil {
 		return ErrNilCallback
 	}
-	_, err := a.enqueue(ctx, key, item, size, cb)
+	_, _, err := a.enqueue(ctx, key, item, size, cb)
 	return err
 }
 
@@ -157,7 +173,7 @@ func (a *Accumulator[K, T, R]) BufferedBytes() int64 {
 // function that gives the bytes back, to be called once the item is done;
 // calls after the first do nothing.
 func (a *Accumulator[K, T, R]) Reserve(ctx context.Context, size int) (release func(), err error) {
-	n, err := a.admit(ctx, size, "reserve")
+	n, err := a.admit(ctx, size)
 	if err != nil {
 		return nil, err
 	}
@@ -195,10 +211,9 @@ func (a *Accumulator[K, T, R]) SetLimits(l Limits) error {
 
 func (a *Accumulator[K, T, R]) now() int64 { return int64(time.Since(a.epoch)) }
 
-// admit validates an item of size bytes for op (add or reserve) and
-// reserves its bytes, waiting for them as the configuration says. On error
-// nothing is reserved.
-func (a *Accumulator[K, T, R]) admit(ctx context.Context, size int, op string) (int64, error) {
+// admit validates an item of size bytes and reserves its bytes, waiting for
+// them as the configuration says. On error nothing is reserved.
+func (a *Accumulator[K, T, R]) admit(ctx context.Context, size int) (int64, error) {
 	if size < 0 {
 		return 0, fmt.Errorf("%w: %d", ErrInvalidSize, size)
 	}
@@ -210,7 +225,7 @@ func (a *Accumulator[K, T, R]) admit(ctx context.Context, size int, op string) (
 		return 0, tooLarge(n, lim.TotalBatchMaxBytes)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("batch: %s: %w", op, err)
+		return 0, notSent("", err)
 	}
 	if err := a.budget.acquire(ctx, n, a.failFast); err != nil {
 		return 0, err
@@ -220,11 +235,11 @@ func (a *Accumulator[K, T, R]) admit(ctx context.Context, size int, op string) (
 
 // enqueue validates, reserves, buffers and, when the policy says so, starts
 // a flush: in place for a synchronous caller, on a new goroutine for an
-// asynchronous one.
-func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size int, cb func(R, error)) (*entry[T, R], error) {
-	n, err := a.admit(ctx, size, "add")
+// asynchronous one. It returns the entry and its queue.
+func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size int, cb func(R, error)) (*entry[T, R], *queue[K, T, R], error) {
+	n, err := a.admit(ctx, size)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a.outstanding.Add(1)
 	e := a.entries.Get().(*entry[T, R])
@@ -236,7 +251,7 @@ func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size 
 		a.budget.release(n)
 		a.putEntry(e)
 		a.complete(1)
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	lim := a.limits.Load()
 	now := a.now()
@@ -259,7 +274,80 @@ func (a *Accumulator[K, T, R]) enqueue(ctx context.Context, key K, item T, size 
 			go a.run(b)
 		}
 	}
-	return e, nil
+	return e, q, nil
+}
+
+// sweepLocked looks, at a tick, at the asynchronous entries of q's buffer
+// whose context could end and nobody watches yet. An entry whose context has
+// ended is withdrawn and returned, for its callback to run outside the lock.
+// An entry that has waited a whole tick gets a watch on its context
+// (context.AfterFunc) that withdraws it the moment the context ends; it is
+// then not looked at again. So an asynchronous item whose context ends
+// while it waits gets its outcome within one tick, at once when it has
+// waited longer than a tick, while the items that leave within a tick (all
+// of them while requests are quick) cost one look each and no watch.
+// Synchronous callers withdraw their own entries (see Add).
+func (a *Accumulator[K, T, R]) sweepLocked(q *queue[K, T, R], lim *Limits, now int64, ended []*entry[T, R]) []*entry[T, R] {
+	settled := true // every entry so far is in pending[:watched]
+	old := now - int64(lim.tick())
+	start := len(ended)
+	for i := q.watched; i < len(q.pending); i++ {
+		e := q.pending[i]
+		switch {
+		case e.state == withdrawn || e.cb == nil || e.ctx.Done() == nil:
+		case e.ctx.Err() != nil:
+			ended = append(ended, e)
+		case e.at <= old:
+			a.watch(q, e)
+		default:
+			settled = false
+		}
+		if settled {
+			q.watched = i + 1
+		}
+	}
+	for _, e := range ended[start:] {
+		q.withdraw(e)
+	}
+	return ended
+}
+
+// watch arranges for e, an asynchronous entry waiting in q's buffer, to be
+// withdrawn as soon as its context ends: its callback then comes at once,
+// not when the batches ahead of it are done, and its bytes are given back.
+// Called with q.mu held; take cancels the watch when the entry leaves the
+// buffer.
+func (a *Accumulator[K, T, R]) watch(q *queue[K, T, R], e *entry[T, R]) {
+	e.stop = context.AfterFunc(e.ctx, func() {
+		q.mu.Lock()
+		out := q.withdraw(e)
+		q.mu.Unlock()
+		if out {
+			a.finishWithdrawn([]*entry[T, R]{e})
+		}
+	})
+}
+
+// finishWithdrawn gives back the bytes of withdrawn asynchronous entries and
+// runs their callbacks, in order.
+func (a *Accumulator[K, T, R]) finishWithdrawn(es []*entry[T, R]) {
+	for _, e := range es {
+		a.budget.release(e.size)
+	}
+	var zero R
+	for _, e := range es {
+		e.cb(zero, notSent("waiting in the buffer", e.ctx.Err()))
+	}
+	a.complete(len(es))
+}
+
+// notSent is the error of an item whose context ended before the item
+// reached the flush function; where says where it was waiting.
+func notSent(where string, err error) error {
+	if where == "" {
+		return fmt.Errorf("batch: %w: %w", ErrNotSent, err)
+	}
+	return fmt.Errorf("batch: %w (%s): %w", ErrNotSent, where, err)
 }
 
 // lockQueue returns key's queue, locked, creating it if needed.
@@ -373,8 +461,12 @@ func (a *Accumulator[K, T, R]) complete(n int) {
 }
 
 func (a *Accumulator[K, T, R]) putEntry(e *entry[T, R]) {
+	if e.keep {
+		return
+	}
 	var zeroT T
 	var zeroR R
 	e.ctx, e.item, e.cb, e.res, e.err = nil, zeroT, nil, zeroR, nil
+	e.state = queued
 	a.entries.Put(e)
 }

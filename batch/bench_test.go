@@ -189,3 +189,51 @@ func BenchmarkAddSyncIdle(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkAddAsyncCancellable is BenchmarkAddAsync with contexts that can
+// end, one shared by every item or one per item: an item left waiting in a
+// buffer then watches its context (see Accumulator.watch), which the
+// context-free BenchmarkAddAsync never pays for.
+func BenchmarkAddAsyncCancellable(b *testing.B) {
+	for _, shared := range []bool{true, false} {
+		name := "ctx=own"
+		if shared {
+			name = "ctx=shared"
+		}
+		b.Run(name, func(b *testing.B) {
+			acc, err := New(Config{}, func(_ context.Context, _ int, items []int, results []Result[int]) error {
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			cb := func(int, error) { wg.Done() }
+			base, cancelBase := context.WithCancel(context.Background())
+			defer cancelBase()
+			var cancels []context.CancelFunc
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				ctx := base
+				if !shared {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(base)
+					cancels = append(cancels, cancel)
+				}
+				wg.Add(1)
+				if err := acc.AddAsync(ctx, i&7, i, 100, cb); err != nil {
+					b.Fatal(err)
+				}
+			}
+			wg.Wait()
+			b.StopTimer()
+			for _, cancel := range cancels {
+				cancel()
+			}
+			if err := acc.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

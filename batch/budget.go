@@ -100,7 +100,7 @@ func (b *budget) acquire(ctx context.Context, n int64, failFast bool) error {
 		if err == nil {
 			b.release(n)
 		}
-		return fmt.Errorf("batch: waiting for buffer space: %w", ctx.Err())
+		return notSent("waiting for buffer space", ctx.Err())
 	}
 	for i, x := range b.waiters {
 		if x == w {

@@ -27,6 +27,11 @@ var (
 	ErrNilCallback = errors.New("batch: nil callback")
 	// ErrInvalidConfig is returned by New and SetLimits for bad settings.
 	ErrInvalidConfig = errors.New("batch: invalid config")
+	// ErrNotSent is wrapped, together with the context's error, in the
+	// error of an item whose context ended before the item reached the
+	// flush function: while it waited for room under TotalBatchMaxBytes
+	// or in its key's buffer. Such an item was not sent.
+	ErrNotSent = errors.New("not sent")
 )
 
 // Defaults applied to zero fields of Config.

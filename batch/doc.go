@@ -47,8 +47,9 @@
 // a buffer. At each tick it starts the batches that would be older than
 // MaxDelay by the next tick, so the accumulator itself holds an item at most
 // MaxDelay (plus scheduling), not the 1.5 x MaxDelay of a "flush when older
-// than MaxDelay" check at half period. The same goroutine drops the state of
-// keys idle for about a second. When a tick finds no item waiting (every
+// than MaxDelay" check at half period. The same goroutine withdraws the
+// waiting asynchronous items whose context has ended (see Results) and
+// drops the state of keys idle for about a second. When a tick finds no item waiting (every
 // item left at once: one synchronous sender, a light load) it relaxes to
 // four ticks a second, which is all dropping idle keys needs, until an item
 // has to wait again; once no key has state left it sleeps until one is
@@ -66,8 +67,9 @@
 // return ErrBufferFull instead. An item larger than TotalBatchMaxBytes fails
 // at once with ErrTooLarge; an item larger than BatchMaxBytes is accepted and
 // goes in a batch of its own. The reserved bytes of an item are released
-// exactly once: when its batch completes, when it is dropped because its
-// context ended before it was sent, or when it is refused after Close.
+// exactly once: when its batch completes, when it is withdrawn or dropped
+// because its context ended before it was sent, or when it is refused after
+// Close.
 // Reserve takes bytes of the same cap for an item the caller sends without
 // the accumulator (the producer's messages that must go alone), so that
 // the cap bounds everything in flight.
@@ -87,10 +89,22 @@
 // is given (the accumulator's, reused from batch to batch) or returns one
 // error, which every item of the batch receives. Every accepted item gets
 // exactly one outcome: Add returns it, AddAsync passes it to its callback.
-// An item whose context has ended before its batch is built is not sent and
-// gets the context's error. A synchronous caller whose context ends while
-// its item is in flight stops waiting and gets the context's error; the item
-// may still have been delivered, as with any RPC whose caller gives up.
+//
+// An item whose context ends before it reaches the flush function is not
+// sent: its error wraps ErrNotSent and the context's error. It does not wait
+// for the batches of its key ahead of it (a key whose flush hangs would
+// hold it as long): it is withdrawn from its buffer and its bytes are given
+// back, at once for a synchronous caller (Add is waiting on the context
+// anyway), and for AddAsync within one tick (MaxDelay/2) of the context's
+// end. An asynchronous item still waiting at a tick after a whole tick in
+// its buffer gets a watch on its context (context.AfterFunc), so from then
+// on it leaves the moment its context ends; an item that leaves its buffer
+// within a tick, as all do while flushes are quick, costs one look of the
+// ticker and no watch. A withdrawn item's callback runs on a goroutine of
+// its own. Once an item is in a batch its outcome is the batch's; a
+// synchronous caller whose context ends while its item is in flight stops
+// waiting and gets the context's error, and the item may still have been
+// delivered, as with any RPC whose caller gives up.
 //
 // The flush function gets the accumulator's context, cancelled only when
 // Close gives up; a batch mixes callers with different deadlines, so a flush

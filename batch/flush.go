@@ -59,7 +59,7 @@ func (a *Accumulator[K, T, R]) run(b *batch[K, T, R]) {
 // Nobody is told yet: see signalSync and finish.
 func (a *Accumulator[K, T, R]) execute(b *batch[K, T, R]) (sent bool) {
 	for _, e := range b.skipped {
-		e.err = fmt.Errorf("batch: dropped before sending: %w", e.ctx.Err())
+		e.err = notSent("waiting in the buffer", e.ctx.Err())
 	}
 	if len(b.entries) > 0 {
 		sent = true
@@ -279,10 +279,14 @@ func (a *Accumulator[K, T, R]) tick(qs []*queue[K, T, R]) ([]*queue[K, T, R], bo
 	lim := a.limits.Load()
 	now := a.now()
 	lingering := false
-	var stale []*queue[K, T, R]
+	var (
+		stale []*queue[K, T, R]
+		ended []*entry[T, R]
+	)
 	for _, q := range qs {
 		q.mu.Lock()
 		bs := a.takeReadyLocked(q, lim, now, true)
+		ended = a.sweepLocked(q, lim, now, ended)
 		switch {
 		case q.used:
 			q.used, q.idleFrom = false, 0
@@ -296,6 +300,10 @@ func (a *Accumulator[K, T, R]) tick(qs []*queue[K, T, R]) ([]*queue[K, T, R], bo
 		lingering = lingering || len(q.pending) > 0
 		q.mu.Unlock()
 		a.startAll(bs)
+	}
+	if len(ended) > 0 {
+		// Callbacks may block: not on the ticker.
+		go a.finishWithdrawn(ended)
 	}
 	if len(stale) > 0 {
 		a.mu.Lock()

@@ -76,8 +76,9 @@
 // # Watcher
 //
 // Start takes a Source and returns a Watcher once the first version is
-// accepted (a bad first version fails Start: there is nothing to fall back
-// on). Then, for every version: validate, swap in with an atomic pointer,
+// accepted (a bad, unreadable or missing first version fails Start with
+// ErrInvalidConfig: there is nothing to fall back on; an ended ctx fails it
+// with ctx's error). Then, for every version: validate, swap in with an atomic pointer,
 // notify subscribers. A rejected version is logged through the injected
 // zap logger, counted on twinmq_config_reloads_total{result="rejected"}, and
 // dropped; the last good document keeps serving and LastError says why. The

@@ -71,11 +71,16 @@ type Watcher struct {
 }
 
 // Start watches src and returns once the first version is accepted. The
-// first version must be good: a rejected first version, a source that ends
-// first, or ctx ending first all fail Start, since a producer cannot run on
-// no configuration. ctx bounds only this wait; the Watcher then runs until
-// Close.
+// first version must be good: a rejected first version or a source that
+// ends first fails Start with an error wrapping ErrInvalidConfig, since a
+// producer cannot run on no configuration. A ctx that has ended, before
+// Start or while it waits, fails Start with an error wrapping ctx.Err()
+// (and not ErrInvalidConfig), even when a version is ready at once. ctx
+// bounds only this wait; the Watcher then runs until Close.
 func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("config: start: %w", err)
+	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
@@ -93,15 +98,27 @@ func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("config: start watching: %w", err)
 	}
 	w.cancel = cancel
+	// A version may be ready at once (a static source) while ctx has ended
+	// too: select would pick either. ctx is looked at again after the
+	// version, so an ended ctx always fails Start.
 	select {
 	case v, ok := <-ch:
+		if err := ctx.Err(); err != nil {
+			cancel()
+			return nil, fmt.Errorf("config: waiting for the first version: %w", err)
+		}
 		if !ok {
 			cancel()
-			return nil, ErrSourceEnded
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, ErrSourceEnded)
 		}
 		if err := w.apply(v); err != nil {
 			cancel()
-			return nil, fmt.Errorf("config: first version: %w", err)
+			if !errors.Is(err, ErrInvalidConfig) {
+				// An unreadable or missing document: there is no
+				// configuration to start on either.
+				err = invalid{err}
+			}
+			return nil, fmt.Errorf("config: first version rejected: %w", err)
 		}
 	case <-ctx.Done():
 		cancel()
@@ -110,6 +127,13 @@ func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
 	go w.run(runCtx, ch)
 	return w, nil
 }
+
+// invalid is an error that matches ErrInvalidConfig without repeating its
+// text.
+type invalid struct{ err error }
+
+func (e invalid) Error() string   { return e.err.Error() }
+func (e invalid) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
 
 func (w *Watcher) run(ctx context.Context, ch <-chan Version) {
 	defer close(w.done)

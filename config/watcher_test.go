@@ -3,6 +3,8 @@ package config
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -75,6 +77,29 @@ func TestStartFailsWithoutAGoodFirstVersion(t *testing.T) {
 	in <- Version{Err: readErr}
 	_, err = Start(ctx, Chan(in), Options{})
 	assert.ErrorIs(t, err, readErr)
+	assert.ErrorIs(t, err, ErrInvalidConfig, "an unreadable first document leaves nothing to start on")
+
+	_, err = Start(ctx, File(filepath.Join(t.TempDir(), "missing.json"), FileOptions{}), Options{})
+	assert.ErrorIs(t, err, ErrInvalidConfig, "a missing file")
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotContains(t, err.Error(), ErrInvalidConfig.Error(), "the text says what is wrong, not the class")
+}
+
+// A ctx that has already ended fails Start every time, even when the
+// source has its first version ready at once (Static): the select between
+// the two used to pick either, and Start succeeded about half the time.
+func TestStartWithAnEndedContextAlwaysFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		w, err := Start(ctx, Static(validBase()), Options{})
+		if err == nil {
+			_ = w.Close()
+			t.Fatalf("Start succeeded with a cancelled ctx (call %d)", i)
+		}
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, ErrInvalidConfig, "a cancelled ctx is not a bad configuration")
+	}
 }
 
 func TestWatcherAcceptsRejectsAndNotifies(t *testing.T) {

@@ -93,6 +93,12 @@ type liveSettings struct {
 // brokers answered within ctx; a cluster that does not answer yet is
 // retried in the background and consumed once it does.
 //
+// A ctx that has ended before New, or while it waits for the first version
+// of the configuration, fails New with an error wrapping ctx.Err(). Bad
+// options or arguments, and a configuration that is invalid, unreadable or
+// missing (a file source's file does not exist), fail it with
+// ErrInvalidConfig.
+//
 // When every cluster refuses the consumer (the servers answered its
 // settings or its route query with a refusal: a group they do not know,
 // credentials they reject, a topic they lack), New fails with an error
@@ -101,6 +107,9 @@ type liveSettings struct {
 // below a broker's floors: a receive waits for messages, so New cannot
 // wait for the first one) show in State at once and are logged at Error.
 func New(ctx context.Context, group, topic string, handler Handler, opts ...Option) (*Consumer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("consumer: new: %w", err)
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -144,6 +153,9 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 		}
 		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
 		if err != nil {
+			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+				return nil, fmt.Errorf("consumer: new: %w", err)
+			}
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 		c.ownWatcher = true

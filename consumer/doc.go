@@ -180,6 +180,31 @@
 // first, handler contexts are cancelled, unsettled messages come back after
 // their invisible time, and Close returns the ctx's error.
 //
+// # Errors
+//
+// New fails with an error that matches, with errors.Is:
+//
+//   - the context's error (context.Canceled, context.DeadlineExceeded)
+//     when ctx ended before New or while it waited for the first version
+//     of the configuration, however soon that version was there; never
+//     ErrInvalidConfig for it;
+//   - ErrInvalidConfig for bad options or arguments (group, topic,
+//     handler), a configuration that is invalid, unreadable or missing (a
+//     file source's file that does not exist; these also match
+//     config.ErrInvalidConfig), a Registerer already holding a consumer's
+//     metrics, or a forwarding address that cannot be listened on;
+//   - ErrUnknownTopic when the configuration does not define the topic;
+//   - the lane registry's own error, wrapped, when it cannot be watched or
+//     joined.
+//
+// The producer's New behaves the same. Close returns nil, or ctx's error
+// when ctx ended before everything was settled. Failures after New (a
+// broker that cannot be reached, a refused ack, a handler's panic) are
+// retried or redelivered as above and reach the logger: the RocketMQ
+// client's errors there match the classes of package rmqerr and carry a
+// broker's refusal as an *rmqerr.Error (its status code and message), and
+// a handler's panic wraps ErrHandlerPanic.
+//
 // # Metrics
 //
 // With WithRegisterer, every series labelled by group and topic:

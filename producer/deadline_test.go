@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -16,19 +17,60 @@ import (
 // every deadline it stands for, never before.
 func TestSharedDeadlines(t *testing.T) {
 	var ds deadlines
+	at := func(d time.Time, key uint64) <-chan struct{} {
+		s, shard := ds.at(d, key)
+		return s.done[shard]
+	}
 	base := time.Now().Add(50 * time.Millisecond).Truncate(deadlineGrain)
-	a := ds.at(base.Add(time.Millisecond), 3)
-	b := ds.at(base.Add(deadlineGrain-time.Nanosecond), 3)
+	a := at(base.Add(time.Millisecond), 3)
+	b := at(base.Add(deadlineGrain-time.Nanosecond), 3)
 	require.Equal(t, a, b, "one grain and key, one channel")
-	require.NotEqual(t, a, ds.at(base.Add(time.Millisecond), 4), "keys spread over channels")
-	c := ds.at(base.Add(deadlineGrain+time.Millisecond), 3)
+	require.NotEqual(t, a, at(base.Add(time.Millisecond), 4), "keys spread over channels")
+	c := at(base.Add(deadlineGrain+time.Millisecond), 3)
 	require.NotEqual(t, a, c)
-	require.Equal(t, a, ds.at(base.Add(2*time.Millisecond), 3+deadlineShards), "the previous grain is still served")
+	require.Equal(t, a, at(base.Add(2*time.Millisecond), 3+deadlineShards), "the previous grain is still served")
 
 	<-a
 	require.False(t, time.Now().Before(base.Add(deadlineGrain-time.Nanosecond)), "closed before a deadline it stands for")
 	<-c
 	require.False(t, time.Now().Before(base.Add(deadlineGrain+time.Millisecond)))
+}
+
+// context.AfterFunc on a send's shared deadline runs at the deadline
+// through the slot's hooks (no goroutine waits for it), not at all when
+// stopped first, and at once when the deadline has passed; contexts derived
+// from it end with it.
+func TestSharedDeadlineAfterFunc(t *testing.T) {
+	p := &Producer{}
+	newCtx := func(d time.Duration) context.Context {
+		pd := &pending{start: time.Now()}
+		ctx, _ := p.sendContext(context.Background(), pd, d)
+		_, ok := ctx.(*sendCtx)
+		require.True(t, ok)
+		return ctx
+	}
+	ctx := newCtx(50 * time.Millisecond)
+	goroutines := runtime.NumGoroutine()
+	fired := make(chan struct{})
+	context.AfterFunc(ctx, func() { close(fired) })
+	stopped := context.AfterFunc(ctx, func() { t.Error("a stopped function ran") })
+	derived, cancel := context.WithCancel(ctx)
+	defer cancel()
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "nothing waits on a goroutine")
+	require.True(t, stopped())
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the function did not run at the deadline")
+	}
+	<-derived.Done()
+	require.ErrorIs(t, derived.Err(), context.DeadlineExceeded)
+	require.False(t, stopped(), "stopped twice")
+
+	late := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { close(late) })
+	<-late
+	require.False(t, stop())
 }
 
 // A Send whose context has no deadline retries until timeouts.sendDeadline

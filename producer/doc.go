@@ -146,6 +146,57 @@
 //     SendInTransaction wraps the three steps: send the half message, run
 //     the local transaction, commit or roll back from its result.
 //
+// # Errors
+//
+// Every error a send returns (or passes to a SendAsync callback) matches
+// something exported with errors.Is or errors.As, and its text says what
+// happened to the message: "not sent" when no request carried it (nothing
+// was stored), "may have been stored" when the caller stopped waiting for
+// a request in flight, "failed after N attempts" otherwise. The outcomes:
+//
+//   - Bad input, before anything is buffered: ErrUnknownTopic,
+//     ErrEmptyBody, ErrBodyTooLarge, ErrReservedProperty,
+//     ErrInvalidMessage, ErrMalformedLane.
+//   - The context ended: context.Canceled or context.DeadlineExceeded
+//     (a send without a deadline ends at timeouts.sendDeadline, as
+//     DeadlineExceeded). This holds wherever the send was waiting: for
+//     buffer space, in a batch's buffer or a FIFO group's line (the send
+//     then ends at once, not when the request ahead of it does, and its
+//     bytes leave batching.totalBatchMaxBytes: "not sent"), for a target,
+//     or for a request in flight (its outcome is the request's if it
+//     answers first; else "may have been stored").
+//   - No target took the message within its deadline: ErrNoTarget, with
+//     the context's error and the last failure, or the clusters' route
+//     errors when no cluster had a route (so a TOPIC_NOT_FOUND refusal of
+//     the route query is found with errors.As too).
+//   - Buffer full, with WithFailFast: ErrBufferFull ("not sent").
+//   - Closed: ErrClosed, for every send once Close has begun, and for the
+//     sends Close gave up on.
+//   - A broker failed: ErrTimeout (no answer within timeouts.request, or
+//     a broker's own timeout), ErrUnavailable (not reachable), ErrThrottled
+//     (TOO_MANY_REQUESTS or transport throttling); these are retried on
+//     other targets, so a send sees them wrapped in ErrNoTarget, or alone
+//     when its context ended just as the attempt failed. Other classes of
+//     package rmqerr (ErrBadRequest, ErrUnauthorized, ErrForbidden,
+//     ErrNotFound, ErrTooLarge, ErrInternal, ErrUnsupported) come from
+//     refusals.
+//   - A broker refused the message with a RocketMQ status code: an
+//     *rmqerr.Error in the chain carries the code (number and name, e.g.
+//     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE or TOPIC_NOT_FOUND), the broker's
+//     message and its endpoint, and matches the code's class. Refusals
+//     another cluster would repeat (a bad request, a message too large,
+//     refused credentials) fail at once; the others are retried.
+//   - SendBatch: the first invalid message's error (nothing sent), or a
+//     *BatchError whose Errs hold each message's outcome as above. An
+//     empty batch succeeds with an empty result slice.
+//   - New: ErrInvalidConfig for options that contradict each other and for
+//     a configuration that is invalid, unreadable or missing (a file
+//     source's file that does not exist); the context's error when ctx
+//     ended before New or while it waited for the configuration, however
+//     soon the configuration was there.
+//   - Commit and Rollback of a transaction: ErrTransactionEnded, ErrClosed,
+//     or a broker failure as above.
+//
 // # Cores
 //
 // A batched synchronous send is a chain: the batch is encoded, crosses the

@@ -6,10 +6,13 @@ import (
 	"strings"
 
 	"github.com/twinmq/twinmq/batch"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
-// Sentinel errors. Every error the producer returns for bad input or a
-// closed producer wraps one of these, so callers test them with errors.Is.
+// Sentinel errors. Every error the producer returns wraps one of these, a
+// class of package rmqerr, or the context's error, so callers test them
+// with errors.Is; a broker's refusal also carries an *rmqerr.Error (see the
+// package doc, "Errors").
 var (
 	// ErrClosed is returned by every send once Close has been called.
 	ErrClosed = errors.New("producer: closed")
@@ -39,9 +42,30 @@ var (
 	ErrBufferFull = batch.ErrBufferFull
 	// ErrNoTarget means no cluster of the logic topic currently has a
 	// broker that can take the message (no route, or every target failed
-	// within the caller's deadline).
+	// within the caller's deadline). The error also wraps the last
+	// failure, and the context's error when the deadline ended the wait.
 	ErrNoTarget = errors.New("producer: no target available")
+	// ErrTimeout: a broker did not answer within timeouts.request (or
+	// answered that it timed out). It is rmqerr.ErrTimeout.
+	ErrTimeout = rmqerr.ErrTimeout
+	// ErrUnavailable: a broker could not be reached (connection refused or
+	// reset, TLS handshake failed). It is rmqerr.ErrUnavailable.
+	ErrUnavailable = rmqerr.ErrUnavailable
+	// ErrThrottled: a broker is shedding load (TOO_MANY_REQUESTS). It is
+	// rmqerr.ErrThrottled.
+	ErrThrottled = rmqerr.ErrThrottled
 )
+
+// sendError is the error of a failed send: a text that says what happened
+// to the message in the caller's terms, and underneath it, for errors.Is
+// and errors.As, the errors that led there.
+type sendError struct {
+	msg  string
+	errs []error
+}
+
+func (e *sendError) Error() string   { return e.msg }
+func (e *sendError) Unwrap() []error { return e.errs }
 
 // BatchError is returned by SendBatch when at least one message failed. Errs
 // has one entry per input message, nil for those that were sent.

@@ -94,7 +94,16 @@ const routePollInterval = time.Second
 // and the routes of its clusters were asked for (bounded by ctx); a cluster
 // that does not answer yet is retried in the background and takes traffic
 // once it does.
+//
+// A ctx that has ended before New, or while it waits for the first version
+// of the configuration, fails New with an error wrapping ctx.Err(). A
+// configuration that is invalid, unreadable or missing (a file source's
+// file does not exist), or options that contradict each other, fail it with
+// ErrInvalidConfig.
 func New(ctx context.Context, opts ...Option) (*Producer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("producer: new: %w", err)
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -130,10 +139,7 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
 		if err != nil {
 			p.bgCancel()
-			if errors.Is(err, config.ErrInvalidConfig) {
-				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-			}
-			return nil, fmt.Errorf("producer: configuration: %w", err)
+			return nil, startError(ctx, err)
 		}
 		p.ownWatcher = true
 	}
@@ -188,6 +194,16 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 	p.bg.Add(1)
 	go p.routeLoop()
 	return p, nil
+}
+
+// startError is the error of New when the configuration's watcher could not
+// start: ctx's when ctx ended, ErrInvalidConfig otherwise (the source gave
+// no usable document, or could not be watched at all).
+func startError(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return fmt.Errorf("producer: new: %w", err)
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 }
 
 func limitsOf(cfg *config.Config) batch.Limits {

@@ -18,6 +18,7 @@ import (
 	"github.com/twinmq/twinmq/embedded"
 	"github.com/twinmq/twinmq/internal/driver"
 	"github.com/twinmq/twinmq/lane"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -334,7 +335,11 @@ func TestSendBatchReportsPerMessageFailures(t *testing.T) {
 	require.NoError(t, be.Errs[0])
 	require.Error(t, be.Errs[1])
 	require.ErrorIs(t, be.Errs[1], driver.ErrBadRequest)
-	require.Contains(t, be.Errs[1].Error(), "after 1 attempt(s)", "a refused message is not retried")
+	require.ErrorIs(t, be.Errs[1], rmqerr.ErrBadRequest)
+	var refusal *rmqerr.Error
+	require.ErrorAs(t, be.Errs[1], &refusal)
+	require.Equal(t, rmqerr.CodeMessagePropertyConflictWithType, refusal.Code)
+	require.Contains(t, be.Errs[1].Error(), "after 1 attempt:", "a refused message is not retried")
 	require.NoError(t, be.Errs[2])
 	require.NotNil(t, res[0])
 	require.Nil(t, res[1])
@@ -380,5 +385,25 @@ func TestNewRefusesABadFirstConfiguration(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "missing.json")
 	_, err = New(ctx, WithSource(config.File(path, config.FileOptions{})))
-	require.Error(t, err, "a missing file gives the producer nothing to start with")
+	require.ErrorIs(t, err, ErrInvalidConfig, "a missing file gives the producer nothing to start with")
+	require.ErrorIs(t, err, config.ErrInvalidConfig)
+	require.ErrorContains(t, err, "no such file")
+}
+
+// A ctx that has already ended fails New every time with ctx's error, and
+// never as an invalid configuration. Starting the configuration's watcher
+// used to pick at random between its first version (ready at once) and the
+// ended ctx, so New succeeded about half the time.
+func TestNewWithAnEndedContextAlwaysFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		p, err := New(ctx, WithConfig(noRouteConfig()))
+		if err == nil {
+			_ = p.Close(testCtx(t))
+			t.Fatalf("New succeeded with a cancelled ctx (call %d)", i)
+		}
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, ErrInvalidConfig)
+	}
 }

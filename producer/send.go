@@ -46,6 +46,7 @@ type pending struct {
 	rounds    int   // times every target was tried
 	lastErr   error // the last failed attempt's error
 	refreshed bool  // routes were asked for on this send's behalf
+	sent      bool  // a failed attempt before this one may have reached a broker
 
 	transactional bool
 
@@ -64,10 +65,9 @@ type pending struct {
 //
 // A failed attempt is retried on another broker or cluster until ctx ends
 // (or, without a deadline in ctx, for timeouts.sendDeadline). The error
-// wraps one of this package's sentinels for bad input (ErrUnknownTopic,
-// ErrEmptyBody, ErrBodyTooLarge, ErrReservedProperty, ErrInvalidMessage,
-// ErrMalformedLane), ErrClosed, ErrNoTarget, or the last failure's driver
-// error.
+// matches one of this package's sentinels, a class of package rmqerr, or
+// ctx's error, and carries a broker's refusal as an *rmqerr.Error: see
+// "Errors" in the package doc for every outcome.
 func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 	if !p.enter() {
 		return nil, closedError(m)
@@ -83,7 +83,7 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 	for {
 		t, q, err := p.pick(ctx, pd)
 		if err != nil {
-			return nil, p.fail(pd, err)
+			return nil, p.fail(ctx, pd, err)
 		}
 		var r driver.SendResult
 		switch {
@@ -100,7 +100,7 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 			return res, nil
 		}
 		if !p.retryable(ctx, pd, err) {
-			return nil, p.fail(pd, err)
+			return nil, p.fail(ctx, pd, err)
 		}
 	}
 }
@@ -130,7 +130,11 @@ func (p *Producer) recycle(pd *pending) {
 // cb before SendAsync returns; other outcomes arrive on the producer's
 // goroutines, so cb must be quick, must not block and must not call Close
 // (Close waits for every callback). ctx bounds the whole send, retries
-// included, as for Send.
+// included, as for Send: when it ends while the message waits behind a
+// request of its target, cb gets ctx's error at once (within one tick of
+// the accumulator, batching.maxDelay/2, at the latest) and the message's
+// bytes are given back; a message already in a request gets that request's
+// outcome.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) {
 	if cb == nil {
 		cb = func(*SendResult, error) {}
@@ -172,7 +176,7 @@ func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func
 	// blocks (or fails fast) at the cap here as it would later.
 	release, err := p.acc.Reserve(pd.ctx, pd.size)
 	if err != nil {
-		p.asyncFinish(pd, nil, p.fail(pd, err))
+		p.asyncFinish(pd, nil, p.fail(pd.ctx, pd, err))
 		return
 	}
 	go p.dispatch(pd, release)
@@ -185,12 +189,20 @@ func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func
 // names the first invalid one. Otherwise the error, when not nil, is a
 // *BatchError with one entry per message, and results hold nil for the
 // messages that failed.
+//
+// An empty batch (nil or no message) sends nothing and succeeds: an empty,
+// non-nil result slice and a nil error, as sending zero records does in
+// other Go clients. It fails only with ErrClosed on a closed producer, like
+// every send.
 func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]*SendResult, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
 	if p.closed.Load() {
+		if len(msgs) == 0 {
+			return nil, fmt.Errorf("send batch: %w", ErrClosed)
+		}
 		return nil, closedError(msgs[0])
+	}
+	if len(msgs) == 0 {
+		return []*SendResult{}, nil
 	}
 	pds := make([]*pending, len(msgs))
 	var st *settings
@@ -325,27 +337,38 @@ func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32,
 		case <-ctx.Done():
 			timer.Stop()
 			if pd.lastErr != nil {
-				return nil, 0, fmt.Errorf("%w before the deadline (last failure: %w): %w", ErrNoTarget, pd.lastErr, ctx.Err())
+				return nil, 0, &sendError{
+					msg:  fmt.Sprintf("no target took it before the context ended (%v); last failure: %v", ctx.Err(), pd.lastErr),
+					errs: []error{ErrNoTarget, pd.lastErr, ctx.Err()},
+				}
 			}
-			return nil, 0, fmt.Errorf("%w (no cluster has a route%s): %w", ErrNoTarget, p.routeErrors(pd.topic), ctx.Err())
+			text, errs := p.routeErrors(pd.topic)
+			return nil, 0, &sendError{
+				msg:  fmt.Sprintf("no target: no cluster of the topic has a route%s (%v)", text, ctx.Err()),
+				errs: append([]error{ErrNoTarget, ctx.Err()}, errs...),
+			}
 		case <-timer.C:
 		}
 	}
 }
 
-// routeErrors describes why ts's clusters have no route, for an error
-// message: "; <cluster>: <error>" for each cluster whose last route query
-// failed.
-func (p *Producer) routeErrors(ts *topicState) string {
+// routeErrors describes why ts's clusters have no route, for an error:
+// "; <cluster>: <error>" for each cluster whose last route query failed,
+// and those errors (a refusal such as TOPIC_NOT_FOUND among them).
+func (p *Producer) routeErrors(ts *topicState) (string, []error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var b strings.Builder
+	var (
+		b    strings.Builder
+		errs []error
+	)
 	for _, c := range ts.clusters {
 		if c.routeErr != nil {
 			fmt.Fprintf(&b, "; %s: %v", c.name, c.routeErr)
+			errs = append(errs, c.routeErr)
 		}
 	}
-	return b.String()
+	return b.String(), errs
 }
 
 // pickNow picks the target of the next attempt among the targets known now,
@@ -411,6 +434,7 @@ func (p *Producer) retryable(ctx context.Context, pd *pending, err error) bool {
 	}
 	pd.tried = append(pd.tried, pd.handle)
 	pd.lastErr = err
+	pd.sent = pd.sent || !errors.Is(err, batch.ErrNotSent)
 	return true
 }
 
@@ -441,11 +465,19 @@ func (p *Producer) succeed(pd *pending, t *brokerTarget, r driver.SendResult) *S
 	}
 }
 
-func (p *Producer) fail(pd *pending, err error) error {
-	if !errors.Is(err, ErrClosed) && (errors.Is(err, batch.ErrClosed) || p.closed.Load() && errors.Is(err, driver.ErrClosed)) {
+// fail ends a send that failed with err, its last attempt's error; ctx is
+// the send's context.
+func (p *Producer) fail(ctx context.Context, pd *pending, err error) error {
+	switch {
+	case errors.Is(err, ErrClosed):
+	case errors.Is(err, batch.ErrClosed) || p.closed.Load() && errors.Is(err, driver.ErrClosed):
 		// Close gave up on this send: the accumulator or the client it
 		// was using is gone.
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	case errors.Is(err, driver.ErrClosed):
+		// A reload replaced the client of the target while the send's
+		// context ended, before the retry on its successor.
+		err = fmt.Errorf("%w: a reload replaced the cluster's client: %w", ErrUnavailable, err)
 	}
 	if !errors.Is(err, ErrBodyTooLarge) && errors.Is(err, batch.ErrTooLarge) {
 		// A reload lowered batching.totalBatchMaxBytes below the message
@@ -462,7 +494,71 @@ func (p *Producer) fail(pd *pending, err error) error {
 	if pd.topic.latency != nil {
 		pd.topic.latency.Observe(time.Since(pd.start).Seconds())
 	}
-	return fmt.Errorf("send to topic %q failed after %d attempt(s): %w", pd.msg.Topic, pd.attempts, err)
+	return sendFailure(ctx, pd, err)
+}
+
+// sendFailure words the error of a failed send in the caller's terms: was
+// the message sent at all, and what happened to it. The errors beneath
+// stay reachable with errors.Is and errors.As.
+func sendFailure(ctx context.Context, pd *pending, err error) error {
+	topic := pd.msg.Topic
+	ctxErr := contextError(err)
+	if ctxErr == nil && ctx != nil && ctx.Err() != nil && retryableError(err) {
+		// The context ended the send before the retry this failure would
+		// have had: the caller's deadline is the reason it failed.
+		ctxErr = ctx.Err()
+		return &sendError{
+			msg:  fmt.Sprintf("producer: send to topic %q failed after %s (%v): %v", topic, attempts(pd.attempts), ctxErr, err),
+			errs: []error{err, ctxErr},
+		}
+	}
+	var se *sendError
+	switch {
+	case errors.Is(err, batch.ErrNotSent) && !pd.sent:
+		return &sendError{msg: fmt.Sprintf("producer: send to topic %q not sent: %v", topic, ctxErr), errs: []error{err}}
+	case errors.Is(err, batch.ErrNotSent):
+		return &sendError{
+			msg: fmt.Sprintf("producer: send to topic %q failed after %s; the last was not sent (%v); failure before it: %v",
+				topic, attempts(pd.attempts), ctxErr, pd.lastErr),
+			errs: []error{err, pd.lastErr},
+		}
+	case errors.Is(err, ErrBufferFull):
+		return &sendError{
+			msg:  fmt.Sprintf("producer: send to topic %q not sent: the buffers hold batching.totalBatchMaxBytes already (WithFailFast)", topic),
+			errs: []error{err},
+		}
+	case errors.As(err, &se) && errors.Is(err, ErrNoTarget) && pd.attempts == 0:
+		return &sendError{msg: fmt.Sprintf("producer: send to topic %q not sent: %s", topic, se.msg), errs: []error{err}}
+	case errors.As(err, &se) && errors.Is(err, ErrNoTarget):
+		return &sendError{msg: fmt.Sprintf("producer: send to topic %q failed after %s: %s", topic, attempts(pd.attempts), se.msg), errs: []error{err}}
+	case ctxErr != nil:
+		return &sendError{
+			msg: fmt.Sprintf("producer: send to topic %q: %v while waiting for the broker's answer; the message may have been stored",
+				topic, ctxErr),
+			errs: []error{err},
+		}
+	case errors.Is(err, ErrClosed):
+		return &sendError{msg: fmt.Sprintf("producer: send to topic %q: %v", topic, err), errs: []error{err}}
+	}
+	return &sendError{msg: fmt.Sprintf("producer: send to topic %q failed after %s: %v", topic, attempts(pd.attempts), err), errs: []error{err}}
+}
+
+// contextError returns the context error err wraps, if any.
+func contextError(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return context.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return context.Canceled
+	}
+	return nil
+}
+
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
 }
 
 // dispatch picks a target, waiting for one as long as the send's context
@@ -475,7 +571,7 @@ func (p *Producer) dispatch(pd *pending, held func()) {
 		held()
 	}
 	if err != nil {
-		p.asyncFinish(pd, nil, p.fail(pd, err))
+		p.asyncFinish(pd, nil, p.fail(pd.ctx, pd, err))
 		return
 	}
 	p.attempt(pd, t, q)
@@ -499,7 +595,7 @@ func (p *Producer) attempt(pd *pending, t *brokerTarget, q int32) {
 		return
 	}
 	if key.group != "" {
-		p.lines.add(p, key, lineItem{pd: pd, release: release})
+		p.lines.add(p, key, &lineItem{pd: pd, release: release})
 		return
 	}
 	go func() {
@@ -522,7 +618,7 @@ func (p *Producer) asyncOutcome(pd *pending, r driver.SendResult, err error) {
 		go p.dispatch(pd, nil)
 		return
 	}
-	p.asyncFinish(pd, nil, p.fail(pd, err))
+	p.asyncFinish(pd, nil, p.fail(pd.ctx, pd, err))
 }
 
 func (p *Producer) asyncFinish(pd *pending, r *SendResult, err error) {

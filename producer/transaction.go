@@ -68,6 +68,7 @@ type Transaction struct {
 	// Result says where the half message was stored.
 	Result *SendResult
 
+	p      *Producer
 	target *brokerTarget
 	ended  atomic.Bool
 }
@@ -95,16 +96,16 @@ func (p *Producer) SendTransactional(ctx context.Context, m *Message) (*Transact
 	for {
 		t, q, err := p.pick(ctx, pd)
 		if err != nil {
-			return nil, p.fail(pd, err)
+			return nil, p.fail(ctx, pd, err)
 		}
 		r, err := p.sendAloneReserved(ctx, t, q, pd)
 		if err == nil {
 			res := p.succeed(pd, t, r)
 			res.TransactionID = r.TransactionID
-			return &Transaction{Result: res, target: t}, nil
+			return &Transaction{Result: res, p: p, target: t}, nil
 		}
 		if !p.retryable(ctx, pd, err) {
-			return nil, p.fail(pd, err)
+			return nil, p.fail(ctx, pd, err)
 		}
 	}
 }
@@ -127,7 +128,15 @@ func (tx *Transaction) end(ctx context.Context, r driver.TransactionResolution) 
 	}
 	t := tx.target
 	if err := t.client.EndTransaction(ctx, t.endpoint, t.physical, tx.Result.MessageID, tx.Result.TransactionID, r); err != nil {
-		return fmt.Errorf("end transaction of message %s on %s: %w", tx.Result.MessageID, t.cluster, err)
+		switch {
+		case !errors.Is(err, driver.ErrClosed):
+		case tx.p.closed.Load():
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		default:
+			// A reload dropped the cluster and its client was closed.
+			err = fmt.Errorf("%w: the cluster left the configuration: %w", ErrUnavailable, err)
+		}
+		return fmt.Errorf("producer: end transaction of message %s on %s: %w", tx.Result.MessageID, t.cluster, err)
 	}
 	return nil
 }

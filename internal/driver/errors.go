@@ -10,34 +10,39 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
 // Error classes. Every error the driver returns for a failed call is an
 // *Error whose class is one of these, so callers test the class with
 // errors.Is and read the details (status code, RPC, endpoint) with errors.As.
+// The classes of a server's or the network's failure are the public ones of
+// package rmqerr (the same values), so that what reaches a user through the
+// producer or the consumer matches an exported sentinel; an *Error for a
+// refusal (a status code) also unwraps to an *rmqerr.Error.
 var (
 	// ErrBadRequest: the request is malformed or names something invalid
 	// (topic, group, tag, receipt handle, ...). Retrying cannot help.
-	ErrBadRequest = errors.New("bad request")
+	ErrBadRequest = rmqerr.ErrBadRequest
 	// ErrUnauthorized: credentials are missing or wrong.
-	ErrUnauthorized = errors.New("unauthorized")
+	ErrUnauthorized = rmqerr.ErrUnauthorized
 	// ErrForbidden: the credentials are valid but lack the permission.
-	ErrForbidden = errors.New("forbidden")
+	ErrForbidden = rmqerr.ErrForbidden
 	// ErrNotFound: the topic, group or message does not exist on that server.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = rmqerr.ErrNotFound
 	// ErrTooLarge: a body, the properties or the whole request is too large.
-	ErrTooLarge = errors.New("too large")
+	ErrTooLarge = rmqerr.ErrTooLarge
 	// ErrTooManyRequests: the server throttled the call; back off and retry.
-	ErrTooManyRequests = errors.New("too many requests")
+	ErrTooManyRequests = rmqerr.ErrThrottled
 	// ErrInternal: the server failed while handling the call.
-	ErrInternal = errors.New("internal server error")
+	ErrInternal = rmqerr.ErrInternal
 	// ErrTimeout: the server or the per-call request timeout gave up.
-	ErrTimeout = errors.New("timeout")
+	ErrTimeout = rmqerr.ErrTimeout
 	// ErrUnavailable: the endpoint cannot be reached (transport failure).
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable = rmqerr.ErrUnavailable
 	// ErrUnsupported: the server does not implement what was asked, or it
 	// answered a status code this driver does not know.
-	ErrUnsupported = errors.New("unsupported")
+	ErrUnsupported = rmqerr.ErrUnsupported
 	// ErrCorrupted: a received message failed its body digest check or could
 	// not be decoded.
 	ErrCorrupted = errors.New("message corrupted")
@@ -100,6 +105,17 @@ func (e *Error) Is(target error) bool { return e.class != nil && target == e.cla
 // Class returns the sentinel class of e (ErrBadRequest, ...).
 func (e *Error) Class() error { return e.class }
 
+// Unwrap returns, for a refusal (the server answered a status code that
+// is not a success), the public *rmqerr.Error with the code, the server's
+// message and the endpoint, so that errors.As finds it through any
+// wrapping; nil for a failure without such a code.
+func (e *Error) Unwrap() error {
+	if e.class == nil || codeClass(e.Code) == nil {
+		return nil
+	}
+	return &rmqerr.Error{Code: rmqerr.Code(e.Code), Message: e.Message, Endpoint: e.Endpoint}
+}
+
 // Retryable reports whether retrying the same request on another endpoint
 // (or the same one later) can succeed: transport failures, timeouts,
 // throttling and server-side internal errors. Caller mistakes (bad request,
@@ -134,51 +150,11 @@ func Retryable(err error) bool {
 
 // storedCode reports the codes the proxy answers for a send that its broker
 // wrote but could not confirm durable or replicated.
-func storedCode(c rmqpb.Code) bool {
-	switch c {
-	case rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT, rmqpb.Code_SLAVE_PERSISTENCE_TIMEOUT, rmqpb.Code_HA_NOT_AVAILABLE:
-		return true
-	}
-	return false
-}
+func storedCode(c rmqpb.Code) bool { return rmqerr.Code(c).Stored() }
 
-// codeClass maps a protocol status code to its error class. OK,
-// MULTIPLE_RESULTS and CODE_UNSPECIFIED map to nil.
-func codeClass(c rmqpb.Code) error {
-	n := int32(c)
-	switch {
-	case c == rmqpb.Code_OK || c == rmqpb.Code_MULTIPLE_RESULTS || c == rmqpb.Code_CODE_UNSPECIFIED:
-		return nil
-	case n >= 40000 && n < 40100:
-		return ErrBadRequest
-	case n == 40100:
-		return ErrUnauthorized
-	case n == 40200 || n == 40300:
-		return ErrForbidden
-	case n >= 40400 && n < 40500:
-		return ErrNotFound
-	case n == 40800:
-		return ErrTimeout
-	case c == rmqpb.Code_MESSAGE_BODY_EMPTY:
-		return ErrBadRequest
-	case n >= 41300 && n < 41400, n >= 43100 && n < 43200:
-		return ErrTooLarge
-	case c == rmqpb.Code_PRECONDITION_FAILED:
-		return ErrBadRequest
-	case n >= 42900 && n < 43000:
-		return ErrTooManyRequests
-	case n >= 50000 && n < 50100:
-		return ErrInternal
-	case n >= 50400 && n < 50500:
-		return ErrTimeout
-	case n >= 50100 && n < 50200, n >= 50500 && n < 50600:
-		return ErrUnsupported
-	case c == rmqpb.Code_FAILED_TO_CONSUME_MESSAGE:
-		return ErrInternal
-	default:
-		return ErrUnsupported
-	}
-}
+// codeClass maps a protocol status code to its error class (see
+// rmqerr.Code.Class). OK, MULTIPLE_RESULTS and CODE_UNSPECIFIED map to nil.
+func codeClass(c rmqpb.Code) error { return rmqerr.Code(c).Class() }
 
 // statusSucceeded reports whether a Status means success. A nil Status is
 // treated as a failure by callers that require one.

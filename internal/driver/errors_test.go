@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
 func TestStatusCodesMapToClasses(t *testing.T) {
@@ -104,4 +105,33 @@ func TestCallerCancellationIsNotBlamedOnTheEndpoint(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	assert.False(t, Retryable(err))
 	assert.False(t, Retryable(nil))
+}
+
+// What reaches a user is public: a refusal unwraps to an *rmqerr.Error with
+// the code, the server's message and the endpoint; the classes are
+// rmqerr's; a failure without a status code has no *rmqerr.Error.
+func TestErrorsArePublic(t *testing.T) {
+	err := fmt.Errorf("producer: %w", statusError(&rmqpb.Status{Code: rmqpb.Code_TOPIC_NOT_FOUND, Message: "no topic t"}, "SendMessage", "h:1"))
+	var re *rmqerr.Error
+	if assert.ErrorAs(t, err, &re) {
+		assert.Equal(t, rmqerr.CodeTopicNotFound, re.Code)
+		assert.Equal(t, "no topic t", re.Message)
+		assert.Equal(t, "h:1", re.Endpoint)
+	}
+	assert.ErrorIs(t, err, rmqerr.ErrNotFound)
+	assert.Equal(t, "rocketmq SendMessage to h:1: TOPIC_NOT_FOUND (40402): no topic t", errors.Unwrap(err).Error(),
+		"the driver's text is kept")
+
+	throttled := statusError(&rmqpb.Status{Code: rmqpb.Code_TOO_MANY_REQUESTS}, "SendMessage", "h:1")
+	assert.ErrorIs(t, throttled, rmqerr.ErrThrottled)
+
+	for _, err := range []error{
+		transportError(context.Background(), status.Error(codes.Unavailable, "down"), "SendMessage", "h:1"),
+		transportError(context.Background(), status.Error(codes.DeadlineExceeded, "slow"), "SendMessage", "h:1"),
+		noTransactionID(&sendAnswer{status: wireStatus{set: true, code: rmqpb.Code_OK}}, "h:1"),
+	} {
+		assert.False(t, errors.As(err, &re), "%v carries no refusal", err)
+	}
+	assert.ErrorIs(t, transportError(context.Background(), status.Error(codes.Unavailable, "down"), "x", "h:1"), rmqerr.ErrUnavailable)
+	assert.ErrorIs(t, transportError(context.Background(), status.Error(codes.DeadlineExceeded, "slow"), "x", "h:1"), rmqerr.ErrTimeout)
 }
