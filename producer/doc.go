@@ -161,7 +161,8 @@
 //     (a send without a deadline ends at timeouts.sendDeadline, as
 //     DeadlineExceeded). This holds wherever the send was waiting: for
 //     buffer space, in a batch's buffer or a FIFO group's line (the send
-//     then ends at once, not when the request ahead of it does, and its
+//     then ends at once, a SendAsync in a batch's buffer within
+//     batching.maxDelay/2, not when the request ahead of it does, and its
 //     bytes leave batching.totalBatchMaxBytes: "not sent"), for a target,
 //     or for a request in flight (its outcome is the request's if it
 //     answers first; else "may have been stored").
@@ -178,8 +179,8 @@
 //     other targets, so a send sees them wrapped in ErrNoTarget, or alone
 //     when its context ended just as the attempt failed. Other classes of
 //     package rmqerr (ErrBadRequest, ErrUnauthorized, ErrForbidden,
-//     ErrNotFound, ErrTooLarge, ErrInternal, ErrUnsupported) come from
-//     refusals.
+//     ErrNotFound, ErrTooLarge, ErrInternal, ErrUnsupported) come mostly
+//     from refusals.
 //   - A broker refused the message with a RocketMQ status code: an
 //     *rmqerr.Error in the chain carries the code (number and name, e.g.
 //     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE or TOPIC_NOT_FOUND), the broker's
