@@ -33,6 +33,8 @@ type Send struct {
 	MessageID string
 	// Lane is the lane stamped on it ("" = base).
 	Lane string
+	// Transactional is set for SendTransactional.
+	Transactional bool
 	// TraceContext goes into RocketMQ's trace-context system property of
 	// the message (where RocketMQ 5 clients carry a W3C traceparent), not
 	// into its user properties. Consumers read it back as
@@ -91,7 +93,7 @@ func (p *Producer) sendStarts(ctx context.Context, pd *pending) func(*SendResult
 	if len(p.opts.sendHooks) == 0 {
 		return nil
 	}
-	s := &Send{Message: pd.msg, MessageID: pd.id, Lane: pd.lane, pd: pd}
+	s := &Send{Message: pd.msg, MessageID: pd.id, Lane: pd.lane, Transactional: pd.transactional, pd: pd}
 	dones := make([]func(*SendResult, error), 0, len(p.opts.sendHooks))
 	for _, h := range p.opts.sendHooks {
 		if done := h.OnSend(ctx, s); done != nil {

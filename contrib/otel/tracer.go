@@ -98,7 +98,7 @@ func (t *Tracer) OnSend(ctx context.Context, s *producer.Send) func(*producer.Se
 		semconv.MessagingDestinationName(m.Topic),
 		semconv.MessagingMessageID(s.MessageID),
 		semconv.MessagingMessageBodySize(len(m.Body)),
-		messageType(m),
+		messageType(s),
 	}
 	attrs = appendMessageAttrs(attrs, m.Tag, m.Keys, m.MessageGroup, s.Lane)
 	if !m.DeliveryTime.IsZero() {
@@ -197,11 +197,13 @@ func appendMessageAttrs(attrs []attribute.KeyValue, tag string, keys []string, g
 	return attrs
 }
 
-// messageType is the RocketMQ message type a producer message is sent as,
-// with the protocol's precedence (a transactional send is told by its
-// result, not its message, so it is reported as the type of its shape).
-func messageType(m *producer.Message) attribute.KeyValue {
+// messageType is the RocketMQ message type a message is sent as, with the
+// protocol's precedence: transaction, delay, FIFO, normal.
+func messageType(s *producer.Send) attribute.KeyValue {
+	m := s.Message
 	switch {
+	case s.Transactional:
+		return semconv.MessagingRocketMQMessageTypeTransaction
 	case !m.DeliveryTime.IsZero():
 		return semconv.MessagingRocketMQMessageTypeDelay
 	case m.MessageGroup != "":
