@@ -9,7 +9,7 @@ BENCHTIME ?= 2s
 
 # Modules of their own under contrib/ (kept out of the core's dependencies);
 # make test vets and tests each of them too.
-CONTRIB := contrib/etcd
+CONTRIB := contrib/etcd contrib/otel
 
 all: test
 

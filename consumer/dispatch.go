@@ -58,6 +58,7 @@ func (c *Consumer) dispatch(bl *brokerLoop, msgs []*driver.ReceivedMessage, dead
 		c.tracker.add(d)
 		ds[i] = d
 	}
+	c.received(bl, ds, deadline)
 	if !c.opts.ordered && !bl.fifo() {
 		for _, d := range ds {
 			bl.cr.goWork(func() { c.processOne(d) })
@@ -240,6 +241,7 @@ func (c *Consumer) handleLocal(m *Message) outcome {
 // a panic into an error wrapping ErrHandlerPanic.
 func (c *Consumer) runHandler(ctx context.Context, m *Message) (err error) {
 	ctx = lane.WithLane(ctx, m.Lane)
+	ctx, hooked := c.handling(ctx, m)
 	start := time.Now()
 	defer func() {
 		result := resultOK
@@ -255,6 +257,9 @@ func (c *Consumer) runHandler(ctx context.Context, m *Message) (err error) {
 			}
 		}
 		c.met.handlerRan(result, time.Since(start))
+		if hooked != nil {
+			hooked(err)
+		}
 	}()
 	return c.handler(ctx, m)
 }

@@ -158,6 +158,18 @@
 // their floors, credentials they reject. When every cluster refuses the
 // consumer outright, New fails with ErrRefused instead.
 //
+// # Hooks
+//
+// WithHooks adds values implementing ReceiveHook or HandleHook, which the
+// OpenTelemetry module (contrib/otel) implements; the consumer itself
+// imports no tracing library. A receive hook hears of each receive call
+// that brought messages, before their handlers run; a handle hook hears of
+// each handler run (received here, forwarded here, redelivered, or a
+// verification request), replaces the handler's ctx if it likes (a tracing
+// hook puts the span there), and hears the handler's error. A Message's
+// TraceContext is the producer's trace context, from RocketMQ's
+// trace-context system property; lane forwarding carries it along.
+//
 // # Verification requests
 //
 // An operator can ask a broker to have a consumer consume a given message

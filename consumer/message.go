@@ -54,6 +54,10 @@ type Message struct {
 	// Forwarded is set when another consumer of the group received the
 	// message and forwarded it here because this consumer serves its lane.
 	Forwarded bool
+	// TraceContext is the trace context the producer gave the message, in
+	// RocketMQ's trace-context system property (RocketMQ 5 clients put a
+	// W3C traceparent there); "" when it has none. Forwarding keeps it.
+	TraceContext string
 }
 
 // newMessage builds the handler's view of a received message. The lane is
@@ -75,6 +79,7 @@ func newMessage(logicTopic, cluster string, m *driver.ReceivedMessage) *Message 
 		BornTime:        m.BornTime,
 		QueueID:         m.QueueID,
 		QueueOffset:     m.QueueOffset,
+		TraceContext:    m.TraceContext,
 	}
 }
 
@@ -100,6 +105,7 @@ func toForwarded(m *Message) *forwardpb.ForwardedMessage {
 		MessageGroup:    m.MessageGroup,
 		QueueId:         m.QueueID,
 		QueueOffset:     m.QueueOffset,
+		TraceContext:    m.TraceContext,
 	}
 	if !m.BornTime.IsZero() {
 		f.BornTimestampMs = m.BornTime.UnixMilli()
@@ -123,6 +129,7 @@ func fromForwarded(req *forwardpb.DeliverRequest) *Message {
 		DeliveryAttempt: int(f.GetDeliveryAttempt()),
 		QueueID:         f.GetQueueId(),
 		QueueOffset:     f.GetQueueOffset(),
+		TraceContext:    f.GetTraceContext(),
 		Forwarded:       true,
 	}
 	if ms := f.GetBornTimestampMs(); ms != 0 {

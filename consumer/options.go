@@ -61,6 +61,8 @@ type options struct {
 	forwardServer *tls.Config
 	forwardClient *tls.Config
 
+	hooks hooks // WithHooks, sorted by interface
+
 	// newClient makes the RocketMQ client of a cluster; nil means the
 	// driver. Only this package's tests set it.
 	newClient func(driver.Config) (brokerClient, error)

@@ -198,6 +198,17 @@
 //   - Commit and Rollback of a transaction: ErrTransactionEnded, ErrClosed,
 //     or a broker failure as above.
 //
+// # Hooks
+//
+// WithHooks adds values implementing SendHook, which the OpenTelemetry
+// module (contrib/otel) implements; the producer itself imports no tracing
+// library. A hook hears of every send that passed validation, once per
+// message and before it is buffered, may set the message's trace context
+// (RocketMQ's trace-context system property, where RocketMQ 5 clients
+// carry a W3C traceparent) and add user properties to the message as sent
+// (the caller's Message is not changed), and hears the outcome once, after
+// the last attempt. Hooks run on the senders' goroutines and must be quick.
+//
 // # Cores
 //
 // A batched synchronous send is a chain: the batch is encoded, crosses the

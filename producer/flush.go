@@ -129,6 +129,7 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 			Properties:   it.props,
 			Body:         m.Body,
 			QueueID:      queue,
+			TraceContext: it.trace,
 
 			Transactional: it.transactional,
 		}

@@ -21,6 +21,8 @@ type options struct {
 	clientopt.Common
 	failFast bool
 	checker  TransactionChecker
+
+	sendHooks []SendHook // WithHooks
 }
 
 // common wraps a setter of the shared options.

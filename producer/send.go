@@ -50,6 +50,9 @@ type pending struct {
 
 	transactional bool
 
+	trace    string // the trace context a send hook set
+	ownProps bool   // props is a copy a send hook may write
+
 	sctx sendCtx         // the send's context when the caller's has no deadline (see sendContext)
 	ctx  context.Context // the send's context, bounded by sendDeadline
 
@@ -68,7 +71,7 @@ type pending struct {
 // matches one of this package's sentinels, a class of package rmqerr, or
 // ctx's error, and carries a broker's refusal as an *rmqerr.Error: see
 // "Errors" in the package doc for every outcome.
-func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
+func (p *Producer) Send(ctx context.Context, m *Message) (res *SendResult, err error) {
 	if !p.enter() {
 		return nil, closedError(m)
 	}
@@ -76,6 +79,9 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
 	pd, st, err := p.prepare(ctx, m)
 	if err != nil {
 		return nil, err
+	}
+	if done := p.sendStarts(ctx, pd); done != nil {
+		defer func() { done(res, err) }()
 	}
 	ctx, cancel := p.sendContext(ctx, pd, st.sendDeadline)
 	defer cancel()
@@ -155,6 +161,13 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResul
 // start runs an asynchronous send of a prepared message; the caller has
 // entered.
 func (p *Producer) start(ctx context.Context, pd *pending, st *settings, cb func(*SendResult, error)) {
+	if done := p.sendStarts(ctx, pd); done != nil {
+		user := cb
+		cb = func(r *SendResult, err error) {
+			done(r, err)
+			user(r, err)
+		}
+	}
 	pd.ctx, pd.cancel = p.sendContext(ctx, pd, st.sendDeadline)
 	pd.cb = cb
 	pd.onDone = func(r driver.SendResult, err error) { p.asyncOutcome(pd, r, err) }

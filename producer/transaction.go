@@ -77,7 +77,7 @@ type Transaction struct {
 // target picked like any send (retried elsewhere on failure), stored but
 // invisible until the returned Transaction is committed. m may have neither
 // a MessageGroup nor a DeliveryTime.
-func (p *Producer) SendTransactional(ctx context.Context, m *Message) (*Transaction, error) {
+func (p *Producer) SendTransactional(ctx context.Context, m *Message) (tx *Transaction, err error) {
 	if !p.enter() {
 		return nil, closedError(m)
 	}
@@ -91,6 +91,15 @@ func (p *Producer) SendTransactional(ctx context.Context, m *Message) (*Transact
 		return nil, err
 	}
 	pd.transactional = true
+	if done := p.sendStarts(ctx, pd); done != nil {
+		defer func() {
+			var r *SendResult
+			if tx != nil {
+				r = tx.Result
+			}
+			done(r, err)
+		}()
+	}
 	ctx, cancel := withDeadline(ctx, st.sendDeadline)
 	defer cancel()
 	for {

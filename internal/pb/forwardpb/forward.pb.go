@@ -181,8 +181,11 @@ type ForwardedMessage struct {
 	MessageGroup    string `protobuf:"bytes,9,opt,name=message_group,json=messageGroup,proto3" json:"message_group,omitempty"`
 	QueueId         int32  `protobuf:"varint,10,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
 	QueueOffset     int64  `protobuf:"varint,11,opt,name=queue_offset,json=queueOffset,proto3" json:"queue_offset,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The W3C traceparent the message carries in RocketMQ's trace-context
+	// system property, so a trace goes on across the forwarding hop.
+	TraceContext  string `protobuf:"bytes,12,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ForwardedMessage) Reset() {
@@ -292,6 +295,13 @@ func (x *ForwardedMessage) GetQueueOffset() int64 {
 	return 0
 }
 
+func (x *ForwardedMessage) GetTraceContext() string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return ""
+}
+
 type DeliverResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Code  DeliverCode            `protobuf:"varint,1,opt,name=code,proto3,enum=twinmq.forward.v1.DeliverCode" json:"code,omitempty"`
@@ -355,7 +365,7 @@ const file_twinmq_forward_v1_forward_proto_rawDesc = "" +
 	"\x04lane\x18\x02 \x01(\tR\x04lane\x12%\n" +
 	"\x0eorigin_cluster\x18\x03 \x01(\tR\roriginCluster\x12'\n" +
 	"\x0forigin_endpoint\x18\x04 \x01(\tR\x0eoriginEndpoint\x12=\n" +
-	"\amessage\x18\x05 \x01(\v2#.twinmq.forward.v1.ForwardedMessageR\amessage\"\xe0\x03\n" +
+	"\amessage\x18\x05 \x01(\v2#.twinmq.forward.v1.ForwardedMessageR\amessage\"\x85\x04\n" +
 	"\x10ForwardedMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1d\n" +
 	"\n" +
@@ -369,7 +379,8 @@ const file_twinmq_forward_v1_forward_proto_rawDesc = "" +
 	"\rmessage_group\x18\t \x01(\tR\fmessageGroup\x12\x19\n" +
 	"\bqueue_id\x18\n" +
 	" \x01(\x05R\aqueueId\x12!\n" +
-	"\fqueue_offset\x18\v \x01(\x03R\vqueueOffset\x1aA\n" +
+	"\fqueue_offset\x18\v \x01(\x03R\vqueueOffset\x12#\n" +
+	"\rtrace_context\x18\f \x01(\tR\ftraceContext\x1aA\n" +
 	"\x13UserPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
