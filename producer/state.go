@@ -31,6 +31,10 @@ type State struct {
 // TopicState is one logic topic.
 type TopicState struct {
 	Name string
+	// Shadow is set on the shadow side of a logic topic: its clusters'
+	// physical topics are the shadow topics. It comes right after the
+	// production side of the same Name.
+	Shadow bool
 	// Clusters in the configuration's order.
 	Clusters []ClusterState
 }
@@ -134,7 +138,7 @@ func (p *Producer) topicState(ts *topicState) TopicState {
 		cs = append(cs, cluster{c: c, weight: c.weight, brokers: slices.Clone(c.brokers)})
 	}
 	p.mu.Unlock()
-	out := TopicState{Name: ts.name}
+	out := TopicState{Name: ts.logic, Shadow: ts.shadow}
 	for _, x := range cs {
 		route := x.c.link.Snapshot()
 		c := ClusterState{Name: x.c.name, PhysicalTopic: x.c.physical, Weight: x.weight, Routed: len(x.brokers) > 0,
