@@ -61,6 +61,12 @@ type options struct {
 	forwardServer *tls.Config
 	forwardClient *tls.Config
 
+	// shadowOf is set on the inner consumer of a shadow group (see
+	// shadow.go): the production group it serves.
+	shadowOf        string
+	shadowListen    string
+	shadowAdvertise string
+
 	// newClient makes the RocketMQ client of a cluster; nil means the
 	// driver. Only this package's tests set it.
 	newClient func(driver.Config) (brokerClient, error)
