@@ -137,9 +137,13 @@ func TestShadowMixedRun(t *testing.T) {
 	}, WithWatcher(w), WithInstanceName("auditor-1"))
 
 	var (
-		mu      sync.Mutex
-		isShade = map[string]bool{}
-		sendErr []error
+		mu       sync.Mutex
+		isShade  = map[string]bool{}
+		sendErr  []error
+		phaseTwo bool
+		// cluster -> side -> sends stored there while the first cluster
+		// was stopped.
+		during = map[string]map[bool]int{}
 	)
 	send := func(i int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -157,6 +161,12 @@ func TestShadowMixedRun(t *testing.T) {
 			return
 		}
 		isShade[r.MessageID] = shadow
+		if phaseTwo {
+			if during[r.Cluster] == nil {
+				during[r.Cluster] = map[bool]int{}
+			}
+			during[r.Cluster][shadow]++
+		}
 		if r.Shadow != shadow || (r.PhysicalTopic == topic+"_shadow") != shadow {
 			sendErr = append(sendErr, fmt.Errorf("message %s (shadow %v) stored in %s, result shadow %v", r.MessageID, shadow, r.PhysicalTopic, r.Shadow))
 		}
@@ -183,7 +193,18 @@ func TestShadowMixedRun(t *testing.T) {
 	for _, b := range stopped.Brokers() {
 		require.NoError(t, b.Stop(ctx))
 	}
+	mu.Lock()
+	phaseTwo = true
+	mu.Unlock()
 	phase(total/3, 2*total/3)
+	mu.Lock()
+	phaseTwo = false
+	running := env.Clusters()[1].Name
+	assert.Len(t, during, 1, "while a cluster is stopped, every send is stored on the other: %v", during)
+	assert.Positive(t, during[running][false], "production failed over")
+	assert.Positive(t, during[running][true], "shadow failed over")
+	assert.Equal(t, 2*total/3-total/3, during[running][false]+during[running][true])
+	mu.Unlock()
 	// Reload: new weights and batching, more concurrency.
 	next := cfg.Clone()
 	tc := next.Topics[topic]
@@ -371,4 +392,75 @@ func TestShadowKillSwitch(t *testing.T) {
 		assert.True(t, s.shadowCtx, "a message of the shadow topic is handled as shadow")
 		assert.Equal(t, topic+"_shadow", s.physical)
 	}
+}
+
+// TestShadowRetriesAndDeadLettersApart: a message that always fails, once
+// on each side, is redelivered on its own side with its own attempt count
+// and dead-lettered in its own group's dead-letter topic: the production
+// one in G's, the shadow one in the shadow group's.
+func TestShadowRetriesAndDeadLettersApart(t *testing.T) {
+	const topic, group = "dl_orders", "dl_billing"
+	env, cfg := shadowEnv(t, group, topic)
+	cs := cfg.Consumers[group]
+	cs.MaxAttempts = 3
+	cfg.Consumers[group] = cs
+	w, _ := startWatcher(t, cfg)
+	p := newTestProducer(t, producer.WithWatcher(w))
+
+	var (
+		mu       sync.Mutex
+		attempts = map[string][]int{}
+		side     = map[string][]bool{}
+	)
+	c := newConsumer(t, group, topic, func(ctx context.Context, m *Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts[m.ID] = append(attempts[m.ID], m.DeliveryAttempt)
+		side[m.ID] = append(side[m.ID], lane.IsShadow(ctx))
+		return errors.New("poison never works")
+	}, WithWatcher(w), WithRetryBackoff(func(int) time.Duration { return 100 * time.Millisecond }))
+
+	send := func(shadow bool) string {
+		ctx, cancel := context.WithTimeout(lane.WithShadow(context.Background(), shadow), 20*time.Second)
+		defer cancel()
+		r, err := p.Send(ctx, &producer.Message{Topic: topic, Body: []byte("poison")})
+		require.NoError(t, err)
+		return r.MessageID
+	}
+	prodID, shadowID := send(false), send(true)
+
+	dlqIDs := func(g string) []string {
+		var ids []string
+		for _, m := range drainTopic(t, env, embedded.DLQTopic(g), "dl_reader_"+g) {
+			id := m.ID
+			if m.DeadLetter != nil && m.DeadLetter.MessageID != "" {
+				id = m.DeadLetter.MessageID
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	var prodDLQ, shadowDLQ []string
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		done := len(attempts[prodID]) >= 3 && len(attempts[shadowID]) >= 3
+		mu.Unlock()
+		if !done {
+			return false
+		}
+		prodDLQ, shadowDLQ = dlqIDs(group), dlqIDs(group+"_shadow")
+		return len(prodDLQ) > 0 && len(shadowDLQ) > 0
+	}, waitLong, 50*time.Millisecond)
+	inner, ok, _ := c.ShadowState()
+	require.True(t, ok)
+	assert.Equal(t, group+"_shadow", inner.Group)
+
+	assert.Equal(t, []string{prodID}, prodDLQ, "the production group's dead letters")
+	assert.Equal(t, []string{shadowID}, shadowDLQ, "the shadow group's dead letters")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int{1, 2, 3}, attempts[prodID])
+	assert.Equal(t, []int{1, 2, 3}, attempts[shadowID])
+	assert.Equal(t, []bool{false, false, false}, side[prodID])
+	assert.Equal(t, []bool{true, true, true}, side[shadowID])
 }
