@@ -464,3 +464,90 @@ func TestShadowRetriesAndDeadLettersApart(t *testing.T) {
 	assert.Equal(t, []bool{false, false, false}, side[prodID])
 	assert.Equal(t, []bool{true, true, true}, side[shadowID])
 }
+
+// TestShadowLanes: the mark is orthogonal to lanes. Consumers in base, "a"
+// and "a.x" with a lane registry: shadow messages of a lane are routed to
+// that lane's consumer in the shadow group, as production ones are in the
+// production group, and each handler sees the lane and the mark.
+func TestShadowLanes(t *testing.T) {
+	const topic, group = "shl_orders", "shl_group"
+	_, cfg := shadowEnv(t, group, topic)
+	reg := lane.NewMemoryRegistry(lane.MemoryOptions{})
+	t.Cleanup(func() { _ = reg.Close() })
+	p := newTestProducer(t, producer.WithConfig(cfg))
+
+	type run struct {
+		consumer string
+		lane     string
+		shadow   bool
+	}
+	var (
+		mu   sync.Mutex
+		runs = map[string][]run{}
+	)
+	cs := map[string]*Consumer{}
+	for _, ln := range []string{"", "a", "a.x"} {
+		name := "base"
+		if ln != "" {
+			name = ln
+		}
+		cs[name] = newConsumer(t, group, topic, func(ctx context.Context, m *Message) error {
+			l, _ := lane.FromContext(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			runs[m.ID] = append(runs[m.ID], run{consumer: name, lane: l, shadow: lane.IsShadow(ctx)})
+			return nil
+		}, WithConfig(cfg), WithLane(ln), WithLaneRegistry(reg), WithForwardToken(testToken),
+			WithInstanceName("shl-"+name))
+	}
+	// Every consumer, on both sides, sees the three lanes.
+	require.Eventually(t, func() bool {
+		for _, c := range cs {
+			inner, _ := c.shadow.current()
+			if inner == nil {
+				return false
+			}
+			for _, x := range []*Consumer{c, inner} {
+				snap := x.lanes.state.Load().snap
+				if !snap.Live("") || !snap.Live("a") || !snap.Live("a.x") {
+					return false
+				}
+			}
+		}
+		return true
+	}, waitLong, 10*time.Millisecond, "lanes visible on both sides")
+
+	want := map[string]string{"a.x": "a.x", "a.y": "a", "": "base"}
+	type sent struct {
+		lane   string
+		shadow bool
+	}
+	ids := map[string]sent{}
+	for msgLane := range want {
+		for i := 0; i < 10; i++ {
+			shadow := i%2 == 0
+			ctx, cancel := context.WithTimeout(lane.WithLane(lane.WithShadow(context.Background(), shadow), msgLane), 20*time.Second)
+			r, err := p.Send(ctx, &producer.Message{Topic: topic, Body: []byte("x")})
+			cancel()
+			require.NoError(t, err)
+			ids[r.MessageID] = sent{msgLane, shadow}
+		}
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for id := range ids {
+			if len(runs[id]) == 0 {
+				return false
+			}
+		}
+		return true
+	}, waitLong, 20*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, s := range ids {
+		for _, r := range runs[id] {
+			assert.Equal(t, run{consumer: want[s.lane], lane: s.lane, shadow: s.shadow}, r, "message %s", id)
+		}
+	}
+}
