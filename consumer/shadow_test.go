@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -550,4 +552,44 @@ func TestShadowLanes(t *testing.T) {
 			assert.Equal(t, run{consumer: want[s.lane], lane: s.lane, shadow: s.shadow}, r, "message %s", id)
 		}
 	}
+}
+
+// TestShadowSideLeavesNothingBehind: a consumer whose shadow side was
+// stopped by the kill switch and started again leaves no goroutine of its
+// own (nor of its configuration watchers) once Close returned.
+func TestShadowSideLeavesNothingBehind(t *testing.T) {
+	const topic, group = "lk_orders", "lk_billing"
+	_, cfg := shadowEnv(t, group, topic)
+	in := make(chan config.Version, 1)
+	in <- config.Version{Config: cfg, Revision: "on"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := New(ctx, group, topic, func(context.Context, *Message) error { return nil },
+		WithSource(config.Chan(in)), WithInvisibleDuration(testInvisible), WithLongPolling(testPolling))
+	require.NoError(t, err)
+	running := func() bool { _, ok, _ := c.ShadowState(); return ok }
+	require.Eventually(t, running, waitLong, 10*time.Millisecond)
+	off := cfg.Clone()
+	off.Shadow.Enabled = false
+	in <- config.Version{Config: off, Revision: "off"}
+	require.Eventually(t, func() bool { return !running() }, waitLong, 10*time.Millisecond)
+	in <- config.Version{Config: cfg, Revision: "on-again"}
+	require.Eventually(t, running, waitLong, 10*time.Millisecond)
+	require.NoError(t, c.Close(ctx))
+
+	owned := []string{"consumer.(*shadowSide)", "consumer.(*Consumer)", "consumer.(*clusterRunner)",
+		"consumer.(*brokerLoop)", "consumer.(*tracker)", "config.(*Watcher)"}
+	require.Eventually(t, func() bool {
+		buf := make([]byte, 1<<22)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		for _, g := range strings.Split(stacks, "\n\n") {
+			for _, f := range owned {
+				if strings.Contains(g, f) {
+					t.Logf("still running:\n%s", g)
+					return false
+				}
+			}
+		}
+		return true
+	}, 10*time.Second, 50*time.Millisecond, "goroutines of the consumer outlive Close")
 }
