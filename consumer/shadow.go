@@ -151,6 +151,9 @@ func (s *shadowSide) run() {
 			retry = nil
 		}
 		if err := s.apply(cur); err != nil {
+			if s.quitCtx.Err() != nil {
+				continue // Close came while it started: quit is next
+			}
 			s.mu.Lock()
 			s.lastErr = err
 			s.mu.Unlock()

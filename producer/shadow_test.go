@@ -159,6 +159,15 @@ func TestShadowSidesApart(t *testing.T) {
 			delete(want, id)
 		}
 	}
+	st := p.State().Topics
+	require.Len(t, st, 2)
+	assert.Equal(t, [2]bool{false, true}, [2]bool{st[0].Shadow, st[1].Shadow}, "the shadow side right after its production side")
+	for i, side := range st {
+		assert.Equal(t, topic, side.Name)
+		for _, c := range side.Clusters {
+			assert.Equal(t, map[int]string{0: topic, 1: topic + "_stress"}[i], c.PhysicalTopic)
+		}
+	}
 	assert.Zero(t, crossings)
 	assert.Empty(t, want, "every acknowledged message is stored")
 	assert.Positive(t, metricValue(t, reg, "twinmq_producer_sends_total", map[string]string{"shadow": "true", "result": resultOK}))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twinmq/twinmq/config"
@@ -115,9 +116,22 @@ func refusalOf(s clientstate.Snapshot) *Refusal {
 // for a health check to call on every probe.
 func (p *Producer) State() State {
 	st := State{Config: p.cfgState.Status(p.watcher)}
-	topics := *p.topics.Load()
-	for _, name := range slices.Sorted(maps.Keys(topics)) {
-		st.Topics = append(st.Topics, p.topicState(topics[name]))
+	topics := slices.Collect(maps.Values(*p.topics.Load()))
+	// By logic topic, each shadow side right after its production side.
+	slices.SortFunc(topics, func(a, b *topicState) int {
+		if c := strings.Compare(a.logic, b.logic); c != 0 {
+			return c
+		}
+		if a.shadow == b.shadow {
+			return 0
+		}
+		if a.shadow {
+			return 1
+		}
+		return -1
+	})
+	for _, ts := range topics {
+		st.Topics = append(st.Topics, p.topicState(ts))
 	}
 	return st
 }
