@@ -56,6 +56,8 @@ type Config struct {
 	Consumers map[string]Consumer `json:"consumers,omitempty"`
 	// Lanes drives lane routing between consumers.
 	Lanes Lanes `json:"lanes"`
+	// Shadow routes shadow (stress-test) traffic apart from production.
+	Shadow Shadow `json:"shadow"`
 }
 
 // Topic is a logic topic: the same stream of messages on one or more
@@ -86,6 +88,9 @@ type Cluster struct {
 	TLS bool `json:"tls,omitempty"`
 	// Credentials names an entry of Config.Credentials; empty means none.
 	Credentials string `json:"credentials,omitempty"`
+	// ShadowTopic is the physical topic of shadow traffic on this cluster;
+	// empty means the shadow naming rule, if any (see Shadow).
+	ShadowTopic string `json:"shadowTopic,omitempty"`
 }
 
 // UnmarshalJSON fills in the cluster's defaults before decoding, so an

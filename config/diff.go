@@ -11,13 +11,14 @@ type Changes struct {
 	TopicsAdded, TopicsRemoved, TopicsChanged          []string
 	ConsumersAdded, ConsumersRemoved, ConsumersChanged []string
 	Batching, Failover, Timeouts, Credentials, Lanes   bool
+	Shadow                                             bool
 }
 
 // Empty reports whether nothing changed.
 func (c Changes) Empty() bool {
 	return len(c.TopicsAdded)+len(c.TopicsRemoved)+len(c.TopicsChanged)+
 		len(c.ConsumersAdded)+len(c.ConsumersRemoved)+len(c.ConsumersChanged) == 0 &&
-		!c.Batching && !c.Failover && !c.Timeouts && !c.Credentials && !c.Lanes
+		!c.Batching && !c.Failover && !c.Timeouts && !c.Credentials && !c.Lanes && !c.Shadow
 }
 
 // Diff compares two versions; a nil old counts as empty. Name lists are
@@ -37,6 +38,7 @@ func Diff(old, cur *Config) Changes {
 	ch.Failover = old.Failover != cur.Failover
 	ch.Timeouts = old.Timeouts != cur.Timeouts
 	ch.Lanes = old.Lanes != cur.Lanes
+	ch.Shadow = old.Shadow != cur.Shadow
 	ch.Credentials = !reflect.DeepEqual(nonNil(old.Credentials), nonNil(cur.Credentials))
 	return ch
 }

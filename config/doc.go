@@ -4,8 +4,9 @@
 // # The document
 //
 // One JSON document describes logic topics and the clusters behind them
-// (endpoints, physical topic, weight, priority, TLS, credentials), batching,
-// failover, timeouts, credentials, consumer groups and lane routing:
+// (endpoints, physical topic, weight, priority, TLS, credentials, shadow
+// topic), batching, failover, timeouts, credentials, consumer groups, lane
+// routing and shadow (stress-test) traffic:
 //
 //	{
 //	  "topics": {
@@ -19,7 +20,8 @@
 //	  "timeouts":    {"request": "3s", "sendDeadline": "10s"},
 //	  "credentials": {"main": {"accessKey": "ak", "accessSecret": "sk"}},
 //	  "consumers":   {"billing": {"concurrency": 32, "maxAttempts": 16, "lane": "a.x"}},
-//	  "lanes":       {"enabled": true, "leaseTTL": "10s", "forwardTimeout": "5s"}
+//	  "lanes":       {"enabled": true, "leaseTTL": "10s", "forwardTimeout": "5s"},
+//	  "shadow":      {"enabled": true, "topicSuffix": "_shadow", "groupSuffix": "_shadow"}
 //	}
 //
 // Decisions:
@@ -42,6 +44,17 @@
 //     lists each problem, and a document Parse refuses also lists the rules
 //     its other fields break. Both wrap ErrInvalidConfig. A cluster's weight 0 is allowed and
 //     drains it; a topic whose clusters all weigh 0 is not.
+//   - Shadow traffic (see Shadow) lives in topics and groups of its own,
+//     named per cluster (shadowTopic) or by a rule for every topic and
+//     group (shadow.topicPrefix/topicSuffix, groupPrefix/groupSuffix).
+//     Validate refuses what could let the two sides meet: a shadow topic
+//     that is a production topic of the document, a topic where only some
+//     clusters have a shadow topic (shadow traffic could not fail over),
+//     shadow topics without a group rule (the shadow group would be the
+//     production group, whose retries and dead letters are shared), and a
+//     shadow group that is also a listed production group. shadow.enabled
+//     is the kill switch: a document that leaves it out has it on, a
+//     Config built in code has it off until set.
 //
 // # Sources
 //

@@ -38,6 +38,7 @@ func Default() *Config {
 			LeaseTTL:       Duration(DefaultLeaseTTL),
 			ForwardTimeout: Duration(DefaultForwardTimeout),
 		},
+		Shadow: Shadow{Enabled: true},
 	}
 }
 

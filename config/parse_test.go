@@ -257,7 +257,8 @@ func TestDocExampleIsValid(t *testing.T) {
 	  "timeouts":    {"request": "3s", "sendDeadline": "10s"},
 	  "credentials": {"main": {"accessKey": "ak", "accessSecret": "sk"}},
 	  "consumers":   {"billing": {"concurrency": 32, "maxAttempts": 16, "lane": "a.x"}},
-	  "lanes":       {"enabled": true, "leaseTTL": "10s", "forwardTimeout": "5s"}
+	  "lanes":       {"enabled": true, "leaseTTL": "10s", "forwardTimeout": "5s"},
+	  "shadow":      {"enabled": true, "topicSuffix": "_shadow", "groupSuffix": "_shadow"}
 	}`
 	_, err := Load([]byte(doc))
 	require.NoError(t, err)

@@ -94,6 +94,7 @@ func (c *Config) Validate() error {
 	c.validateCredentials(&ps)
 	c.validateConsumers(&ps)
 	c.validateLanes(&ps)
+	c.validateShadow(&ps)
 	if len(ps) == 0 {
 		return nil
 	}

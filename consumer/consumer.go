@@ -46,6 +46,7 @@ type Consumer struct {
 	inflight *limiter // received and not finished
 	tracker  *tracker
 	lanes    *laneRouter // nil without a lane registry
+	shadow   *shadowSide // nil on the shadow side itself (see shadow.go)
 
 	// clusters are the runners in force (guarded by mu); retiring counts
 	// the ones a configuration dropped that are still settling.
@@ -164,7 +165,11 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 		c.abort(ctx)
 		return nil, err
 	}
-	if c.met, err = newMetrics(o.Registerer, group, topic); err != nil {
+	metricGroup, shadowLabel := group, "false"
+	if o.shadowOf != "" {
+		metricGroup, shadowLabel = o.shadowOf, "true"
+	}
+	if c.met, err = newMetrics(o.Registerer, metricGroup, topic, shadowLabel); err != nil {
 		return fail(err)
 	}
 
@@ -201,6 +206,11 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 	if err := c.refusedEverywhere(); err != nil {
 		c.mu.Unlock()
 		return fail(err)
+	}
+	if o.shadowOf == "" {
+		c.shadow = newShadowSide(c)
+		c.shadow.offer(cur)
+		go c.shadow.run()
 	}
 	c.log.Info("consumer started", zap.Int("clusters", len(c.clusters)), zap.String("lane", ls.lane),
 		zap.Bool("lanes", c.lanes != nil && ls.lanesOn))
@@ -287,6 +297,9 @@ func (c *Consumer) onConfig(_, cur *config.Config) {
 	if c.lanes != nil && (prev.lane != ls.lane || prev.leaseTTL != ls.leaseTTL) {
 		c.lanes.reregister(ls)
 	}
+	if c.shadow != nil {
+		c.shadow.offer(cur)
+	}
 	c.log.Info("consumer applied a new configuration", zap.Int("concurrency", ls.concurrency),
 		zap.Int("max_attempts", ls.maxAttempts), zap.String("lane", ls.lane), zap.Bool("lanes", ls.lanesOn))
 }
@@ -325,6 +338,12 @@ func (c *Consumer) close(ctx context.Context) error {
 	c.closed.Store(true)
 	c.mu.Unlock()
 	var errs []error
+	shadowDone := make(chan error, 1)
+	if c.shadow != nil {
+		go func() { shadowDone <- c.shadow.close(ctx) }()
+	} else {
+		shadowDone <- nil
+	}
 	if c.lanes != nil {
 		c.lanes.leave(ctx)
 	}
@@ -356,6 +375,9 @@ func (c *Consumer) close(ctx context.Context) error {
 		c.workCancel()
 	}
 	c.abort(ctx)
+	if err := <-shadowDone; err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -241,6 +241,10 @@ func (c *Consumer) handleLocal(m *Message) outcome {
 // a panic into an error wrapping ErrHandlerPanic.
 func (c *Consumer) runHandler(ctx context.Context, m *Message) (err error) {
 	ctx = lane.WithLane(ctx, m.Lane)
+	// The topic a message came from decides the mark, not its property:
+	// see shadow.go.
+	m.Shadow = c.opts.shadowOf != ""
+	ctx = lane.WithShadow(ctx, m.Shadow)
 	ctx, hooked := c.handling(ctx, m)
 	start := time.Now()
 	defer func() {

@@ -143,6 +143,30 @@
 // a forward target, so a producer called from the handler stamps the same
 // lane on what it sends.
 //
+// # Shadow traffic
+//
+// When the configuration gives the topic shadow topics, names shadow
+// groups (shadow.groupPrefix/groupSuffix) and has shadow.enabled on, a
+// consumer of group G also consumes the shadow topics in G's shadow group,
+// through a second consumer it owns and closes: its own RocketMQ clients,
+// receive loops and limits (the group's settings), lane registration in
+// the shadow group and forwarding service (WithShadowForwardListen). The
+// handler is the same, with lane.WithShadow(ctx, true) in its ctx and
+// Message.Shadow set, so what it sends downstream is shadow traffic too;
+// on the production side the ctx is explicitly marked production. The
+// topic a message was received from decides, not its property: a message
+// of a production topic is production traffic whatever it carries.
+// Offsets, retries and dead letters belong to the group on the broker, so
+// a separate group keeps every one of them apart from production.
+//
+// The shadow side follows the document live: it starts when the three
+// conditions hold (retrying every 5 s while it cannot, a shadow topic
+// missing on the brokers say; ShadowState says why), takes every new
+// version, and stops gracefully (what it received is handled and settled)
+// when the kill switch goes off, the topic loses its shadow topics or the
+// shadow group's name changes. Messages left in the shadow topics while it
+// is off wait there for the next start. ShadowState returns its State.
+//
 // # State
 //
 // State returns what the consumer is doing, as plain data: the
@@ -219,7 +243,9 @@
 //
 // # Metrics
 //
-// With WithRegisterer, every series labelled by group and topic:
+// With WithRegisterer, every series labelled by group, topic and shadow
+// ("true" for the shadow side, which counts under the production group's
+// name, "false" otherwise):
 //
 //   - twinmq_consumer_received_total{cluster}: messages received.
 //   - twinmq_consumer_redeliveries_total: received with an attempt above 1.

@@ -14,7 +14,8 @@ import (
 // Handler processes one message. A nil error acknowledges it; an error (or
 // a panic) makes it come back later, and after the group's maximum
 // attempts it goes to the dead-letter topic. ctx carries the message's lane
-// (lane.FromContext), so sends made from the handler keep it, and ends when
+// (lane.FromContext) and shadow mark (lane.IsShadow), so sends made from
+// the handler keep them, and ends when
 // the consumer gives up on the delivery (Close's deadline, or the
 // forwarding deadline of a forwarded message).
 type Handler func(ctx context.Context, m *Message) error
@@ -44,6 +45,10 @@ type Message struct {
 	MessageGroup string
 	// Lane is the message's lane ("" = base); also in the handler's ctx.
 	Lane string
+	// Shadow is set for shadow (stress-test) traffic: the message was
+	// received from a shadow topic in the shadow group. The handler's ctx
+	// carries the same mark (lane.IsShadow).
+	Shadow bool
 	// DeliveryAttempt is 1 on the first delivery.
 	DeliveryAttempt int
 	// BornTime is when the producer created it.

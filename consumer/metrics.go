@@ -30,8 +30,9 @@ const (
 	dlqCorrupt     = "undecodable"
 )
 
-// metrics holds the consumer's collectors, all labelled with the group and
-// the logic topic (constant labels). A nil *metrics records nothing, so the
+// metrics holds the consumer's collectors, all labelled with the group,
+// the logic topic and shadow (constant labels; the shadow side of group G
+// counts under group G with shadow="true"). A nil *metrics records nothing, so the
 // hot path needs no check beyond the nil receiver.
 type metrics struct {
 	received    *prometheus.CounterVec // cluster
@@ -49,11 +50,11 @@ type metrics struct {
 	set         *promreg.Set
 }
 
-func newMetrics(reg prometheus.Registerer, group, topic string) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, group, topic, shadow string) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
-	cl := prometheus.Labels{"group": group, "topic": topic}
+	cl := prometheus.Labels{"group": group, "topic": topic, "shadow": shadow}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "twinmq", Subsystem: "consumer", Name: name, Help: help, ConstLabels: cl,

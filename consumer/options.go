@@ -62,6 +62,11 @@ type options struct {
 	forwardClient *tls.Config
 
 	hooks hooks // WithHooks, sorted by interface
+	// shadowOf is set on the inner consumer of a shadow group (see
+	// shadow.go): the production group it serves.
+	shadowOf        string
+	shadowListen    string
+	shadowAdvertise string
 
 	// newClient makes the RocketMQ client of a cluster; nil means the
 	// driver. Only this package's tests set it.

@@ -22,9 +22,24 @@
 // WithLane and FromContext keep the lane in a context; Inject stamps it on a
 // message's properties under PropertyLane and Extract reads it back into the
 // handler's context, so a request keeps its lane across services. Each
-// routing value has its own context key and With/From pair; a second value
-// (a shadow-traffic mark, say) joins the same way and the same Inject/Extract,
-// without changing their signatures.
+// routing value has its own context key and With/From pair, and the same
+// Inject/Extract carry them all.
+//
+// # Shadow traffic
+//
+// The second routing value is the shadow (stress-test) mark: WithShadow and
+// IsShadow keep it in a context, Inject stamps it as PropertyShadow and
+// Extract reads it back. It lives here rather than in a package of its own
+// because it travels exactly as the lane does (set by a service's inbound
+// middleware, carried in a property, restored into the handler's context)
+// and one Inject/Extract pair should carry every routing value at once. It
+// is orthogonal to the lane: a message can be shadow and in lane "a.x", and
+// lane routing treats shadow and production messages alike. What the mark
+// changes is where a message lives: the producer sends a shadow message to
+// the shadow physical topics of its logic topic, and a consumer receives
+// them in the shadow group, so stress traffic never touches production
+// topics, offsets, retries or dead letters (see the producer, consumer and
+// config packages).
 //
 // # Registry
 //

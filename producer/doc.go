@@ -146,6 +146,33 @@
 //     SendInTransaction wraps the three steps: send the half message, run
 //     the local transaction, commit or roll back from its result.
 //
+// # Shadow traffic
+//
+// A send whose ctx carries the shadow mark (lane.WithShadow, set by a
+// service's inbound middleware for stress-test requests) goes to the
+// logic topic's shadow physical topic on each cluster instead of its
+// production topic (the configuration's shadow section: a cluster's
+// shadowTopic, or a naming rule for all topics), stamped with
+// lane.PropertyShadow, and SendResult.Shadow is set. Everything else is as
+// for production: failover, batching, lanes, FIFO groups, delays,
+// transactions. The shadow side of a logic topic is a topic of its own
+// inside the producer (its own picker, brokers and batch keys), so a
+// shadow message never shares a batch or a retry target with a production
+// one and can never land in a production topic, nor a production message
+// in a shadow one, during failover or across a reload. There is no
+// fallback from one side to the other:
+//
+//   - the document gives the topic no shadow topic: ErrNoShadowTopic at
+//     once;
+//   - the brokers lack the shadow topic: the send fails like any send
+//     without a route (ErrNoTarget within its deadline), and the error
+//     also matches ErrNoShadowTopic;
+//   - shadow.enabled is off (the kill switch, live): ErrShadowDisabled at
+//     once; production sends go on.
+//
+// State lists the shadow side of a topic after its production side, with
+// TopicState.Shadow set.
+//
 // # Errors
 //
 // Every error a send returns (or passes to a SendAsync callback) matches
@@ -156,7 +183,8 @@
 //
 //   - Bad input, before anything is buffered: ErrUnknownTopic,
 //     ErrEmptyBody, ErrBodyTooLarge, ErrReservedProperty,
-//     ErrInvalidMessage, ErrMalformedLane.
+//     ErrInvalidMessage, ErrMalformedLane; for a shadow send,
+//     ErrNoShadowTopic and ErrShadowDisabled (see "Shadow traffic").
 //   - The context ended: context.Canceled or context.DeadlineExceeded
 //     (a send without a deadline ends at timeouts.sendDeadline, as
 //     DeadlineExceeded). This holds wherever the send was waiting: for
@@ -240,12 +268,13 @@
 //
 // # Metrics
 //
-// With WithRegisterer: twinmq_producer_sends_total{topic,cluster,result}
+// With WithRegisterer: twinmq_producer_sends_total{topic,cluster,result,shadow}
 // (result ok, error, or retried: an attempt failed and the message moved
-// on), twinmq_producer_send_duration_seconds{topic} and
-// twinmq_producer_config_rejected_total; batch sizes, flush reasons and
+// on; shadow "true" or "false"), twinmq_producer_send_duration_seconds{topic,shadow}
+// and twinmq_producer_config_rejected_total; batch sizes, flush reasons and
 // buffered bytes as twinmq_batch_*; failover weights as
-// twinmq_failover_weight{picker="producer/<topic>",resource="<cluster>/<endpoint>"};
+// twinmq_failover_weight{picker="producer/<topic>",resource="<cluster>/<endpoint>"}
+// (picker "producer/shadow/<topic>" for a shadow side);
 // configuration reloads as twinmq_config_reloads_total; RPCs as the
 // driver's collectors. Logging goes to the WithLogger logger only.
 package producer

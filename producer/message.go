@@ -66,6 +66,10 @@ type SendResult struct {
 	Offset int64
 	// Lane is the lane stamped on the message ("" for the base lane).
 	Lane string
+	// Shadow is set when the message is shadow traffic: it was stamped
+	// with the shadow mark and stored in PhysicalTopic, the cluster's
+	// shadow topic.
+	Shadow bool
 	// Attempts is the number of send attempts it took (1 when the first
 	// target took it).
 	Attempts int

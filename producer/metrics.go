@@ -21,8 +21,8 @@ const (
 // logic topic named "producer/<topic>"), RPC counts from the RocketMQ
 // clients: all on the same Registerer. A nil *metrics records nothing.
 type metrics struct {
-	sends        *prometheus.CounterVec   // topic, cluster, result
-	sendLatency  *prometheus.HistogramVec // topic
+	sends        *prometheus.CounterVec   // topic, cluster, result, shadow
+	sendLatency  *prometheus.HistogramVec // topic, shadow
 	configErrors prometheus.Counter
 	set          *promreg.Set
 }
@@ -34,13 +34,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "twinmq", Subsystem: "producer", Name: "sends_total",
-			Help: "Messages by logic topic, cluster and result: ok, error (the send failed), or retried (an attempt failed and the message went on to another target).",
-		}, []string{"topic", "cluster", "result"}),
+			Help: "Messages by logic topic, cluster and result: ok, error (the send failed), or retried (an attempt failed and the message went on to another target); shadow is \"true\" for shadow (stress-test) traffic.",
+		}, []string{"topic", "cluster", "result", "shadow"}),
 		sendLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "twinmq", Subsystem: "producer", Name: "send_duration_seconds",
-			Help:    "Time from a send call to its result, retries included, by logic topic.",
+			Help:    "Time from a send call to its result, retries included, by logic topic and shadow (\"true\" for shadow traffic).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
-		}, []string{"topic"}),
+		}, []string{"topic", "shadow"}),
 		configErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "twinmq", Subsystem: "producer", Name: "config_rejected_total",
 			Help: "Configuration versions the producer could not apply (the previous one keeps serving).",

@@ -81,6 +81,7 @@ type settings struct {
 	rotateBytes    int64
 	maxBody        int
 	maxBuffered    int64
+	shadowOn       bool // shadow.enabled: the kill switch of shadow sends
 }
 
 // routePollInterval is how often the producer looks at the routes of its
@@ -254,6 +255,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 		rotateBytes:    stickyBatches * int64(max(cfg.Batching.BatchMaxBytes, batch.DefaultBatchMaxBytes)),
 		maxBody:        DefaultMaxBodyBytes,
 		maxBuffered:    lim.TotalBatchMaxBytes,
+		shadowOn:       cfg.Shadow.Enabled,
 	}
 	if st.requestTimeout <= 0 {
 		st.requestTimeout = config.DefaultRequestTimeout
@@ -276,6 +278,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 		ts       *topicState
 		clusters []*clusterEntry
 		retune   bool // the failover tuning changed
+		topic    config.Topic
 	}
 	var (
 		plans      []plan
@@ -290,8 +293,8 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 			}
 		}
 	)
-	for _, name := range slices.Sorted(maps.Keys(cfg.Topics)) {
-		tc := cfg.Topics[name]
+	for _, v := range variantsOf(cfg) {
+		name, tc := v.key, v.topic
 		ts := old[name]
 		retune := false
 		if ts == nil {
@@ -301,9 +304,9 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 				return fmt.Errorf("topic %q: failover: %w", name, err)
 			}
 			newPickers = append(newPickers, picker)
-			ts = &topicState{name: name, picker: picker, fcfg: cfg.Failover}
+			ts = &topicState{name: name, logic: v.logic, shadow: v.shadow, picker: picker, fcfg: cfg.Failover}
 			if m := p.metrics; m != nil {
-				ts.latency = m.sendLatency.WithLabelValues(name)
+				ts.latency = m.sendLatency.WithLabelValues(v.logic, shadowLabel(v.shadow))
 			}
 		} else if ts.fcfg != cfg.Failover {
 			// The live picker takes the new tuning at commit; check it
@@ -344,7 +347,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 			}
 			entries = append(entries, e)
 		}
-		plans = append(plans, plan{ts: ts, clusters: entries, retune: retune})
+		plans = append(plans, plan{ts: ts, clusters: entries, retune: retune, topic: tc})
 	}
 	if err := p.acc.SetLimits(lim); err != nil {
 		rollback()
@@ -355,7 +358,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 	maps.Copy(p.clients, newClients)
 	next := make(map[string]*topicState, len(plans))
 	for i, pl := range plans {
-		tc := cfg.Topics[pl.ts.name]
+		tc := pl.topic
 		for j, e := range pl.clusters {
 			// Weight and priority may change on a kept cluster.
 			e.weight, e.priority = tc.Clusters[j].Weight, tc.Clusters[j].Priority
@@ -420,9 +423,9 @@ func (p *Producer) newClient(cfg *config.Config, useTLS bool, cred *driver.Crede
 // producer that publishes nothing).
 func topicsOfClient(cfg *config.Config, key string) []string {
 	var out []string
-	for name, tc := range cfg.Topics {
-		for _, cc := range tc.Clusters {
-			physical := physicalOf(name, cc)
+	for _, v := range variantsOf(cfg) {
+		for _, cc := range v.topic.Clusters {
+			physical := physicalOf(v.key, cc)
 			if k, _ := clientKeyOf(cfg, cc); k == key && !slices.Contains(out, physical) {
 				out = append(out, physical)
 			}

@@ -271,9 +271,9 @@ func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings
 	if err := validateShape(m, st.maxBody, now); err != nil {
 		return nil, nil, err
 	}
-	ts := (*p.topics.Load())[m.Topic]
-	if ts == nil {
-		return nil, nil, p.unknownTopic(m.Topic)
+	ts, err := p.topicFor(ctx, st, m.Topic)
+	if err != nil {
+		return nil, nil, err
 	}
 	pd := p.newPending()
 	*pd = pending{msg: m, topic: ts, props: m.Properties, size: m.size(), start: now}
@@ -286,6 +286,9 @@ func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings
 		props[lane.PropertyLane] = name
 		pd.props, pd.lane = props, name
 		pd.size += len(lane.PropertyLane) + len(name)
+	}
+	if ts.shadow {
+		pd.stampShadow()
 	}
 	// Every send, batched or alone, counts against the cap while in flight.
 	if int64(pd.size) > st.maxBuffered {
@@ -303,6 +306,7 @@ func (p *Producer) prepare(ctx context.Context, m *Message) (*pending, *settings
 
 func (p *Producer) unknownTopic(topic string) error {
 	known := slices.Sorted(maps.Keys(*p.topics.Load()))
+	known = slices.DeleteFunc(known, isShadowKey)
 	list := strings.Join(known, ", ")
 	if len(known) > 10 {
 		list = strings.Join(known[:10], ", ") + ", ..."
@@ -474,6 +478,7 @@ func (p *Producer) succeed(pd *pending, t *brokerTarget, r driver.SendResult) *S
 		QueueID:       r.QueueID,
 		Offset:        r.Offset,
 		Lane:          pd.lane,
+		Shadow:        pd.topic.shadow,
 		Attempts:      pd.attempts,
 	}
 }
@@ -507,7 +512,7 @@ func (p *Producer) fail(ctx context.Context, pd *pending, err error) error {
 	if pd.topic.latency != nil {
 		pd.topic.latency.Observe(time.Since(pd.start).Seconds())
 	}
-	return sendFailure(ctx, pd, err)
+	return shadowFailure(pd, sendFailure(ctx, pd, err))
 }
 
 // sendFailure words the error of a failed send in the caller's terms: was

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twinmq/twinmq/config"
@@ -31,6 +32,10 @@ type State struct {
 // TopicState is one logic topic.
 type TopicState struct {
 	Name string
+	// Shadow is set on the shadow side of a logic topic: its clusters'
+	// physical topics are the shadow topics. It comes right after the
+	// production side of the same Name.
+	Shadow bool
 	// Clusters in the configuration's order.
 	Clusters []ClusterState
 }
@@ -111,9 +116,22 @@ func refusalOf(s clientstate.Snapshot) *Refusal {
 // for a health check to call on every probe.
 func (p *Producer) State() State {
 	st := State{Config: p.cfgState.Status(p.watcher)}
-	topics := *p.topics.Load()
-	for _, name := range slices.Sorted(maps.Keys(topics)) {
-		st.Topics = append(st.Topics, p.topicState(topics[name]))
+	topics := slices.Collect(maps.Values(*p.topics.Load()))
+	// By logic topic, each shadow side right after its production side.
+	slices.SortFunc(topics, func(a, b *topicState) int {
+		if c := strings.Compare(a.logic, b.logic); c != 0 {
+			return c
+		}
+		if a.shadow == b.shadow {
+			return 0
+		}
+		if a.shadow {
+			return 1
+		}
+		return -1
+	})
+	for _, ts := range topics {
+		st.Topics = append(st.Topics, p.topicState(ts))
 	}
 	return st
 }
@@ -134,7 +152,7 @@ func (p *Producer) topicState(ts *topicState) TopicState {
 		cs = append(cs, cluster{c: c, weight: c.weight, brokers: slices.Clone(c.brokers)})
 	}
 	p.mu.Unlock()
-	out := TopicState{Name: ts.name}
+	out := TopicState{Name: ts.logic, Shadow: ts.shadow}
 	for _, x := range cs {
 		route := x.c.link.Snapshot()
 		c := ClusterState{Name: x.c.name, PhysicalTopic: x.c.physical, Weight: x.weight, Routed: len(x.brokers) > 0,

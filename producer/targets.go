@@ -96,7 +96,9 @@ func (c *clusterEntry) sameAs(n config.Cluster, physical, clientKey string) bool
 // flight, route lookups in flight and the metric series all go on with the
 // one state.
 type topicState struct {
-	name    string
+	name    string // the logic topic, or shadowKey of it for its shadow side
+	logic   string // the logic topic
+	shadow  bool   // the shadow side of the logic topic (see shadow.go)
 	picker  *failover.Picker[*brokerTarget]
 	fcfg    config.Failover     // guarded by Producer.mu
 	latency prometheus.Observer // nil without metrics
@@ -234,7 +236,7 @@ func (p *Producer) refreshCluster(ctx context.Context, ts *topicState, c *cluste
 		qs := byEndpoint[ep]
 		b := old[ep]
 		if b == nil {
-			b = p.newTarget(ts.name, c, ep)
+			b = p.newTarget(ts, c, ep)
 		}
 		b.queues.Store(&qs)
 		brokers = append(brokers, b)
@@ -249,14 +251,15 @@ func (p *Producer) refreshCluster(ctx context.Context, ts *topicState, c *cluste
 	return nil
 }
 
-func (p *Producer) newTarget(topic string, c *clusterEntry, endpoint string) *brokerTarget {
-	b := &brokerTarget{topic: topic, cluster: c.name, physical: c.physical, endpoint: endpoint, client: c.client}
+func (p *Producer) newTarget(ts *topicState, c *clusterEntry, endpoint string) *brokerTarget {
+	b := &brokerTarget{topic: ts.logic, cluster: c.name, physical: c.physical, endpoint: endpoint, client: c.client}
 	empty := []int32{}
 	b.queues.Store(&empty)
 	if m := p.metrics; m != nil {
-		b.ok = m.sends.WithLabelValues(topic, c.name, resultOK)
-		b.failed = m.sends.WithLabelValues(topic, c.name, resultError)
-		b.retried = m.sends.WithLabelValues(topic, c.name, resultRetried)
+		sh := shadowLabel(ts.shadow)
+		b.ok = m.sends.WithLabelValues(ts.logic, c.name, resultOK, sh)
+		b.failed = m.sends.WithLabelValues(ts.logic, c.name, resultError, sh)
+		b.retried = m.sends.WithLabelValues(ts.logic, c.name, resultRetried, sh)
 	}
 	return b
 }
