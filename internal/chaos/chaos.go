@@ -37,6 +37,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -66,10 +67,12 @@ const (
 	Cut         = "cut"
 )
 
-var kinds = []struct {
+type kindWeight struct {
 	name   string
-	weight int
-}{{Kill9, 20}, {SigStop, 15}, {Partition, 15}, {PartitionDC, 8}, {ReplyLost, 20}, {Latency, 12}, {Cut, 10}}
+	weight int // relative frequency
+}
+
+var kinds = []kindWeight{{Kill9, 20}, {SigStop, 15}, {Partition, 15}, {PartitionDC, 8}, {ReplyLost, 20}, {Latency, 12}, {Cut, 10}}
 
 // Options of a campaign.
 type Options struct {
@@ -85,6 +88,8 @@ type Options struct {
 	Interval time.Duration
 	// MinFault and MaxFault bound a fault's duration (default 100ms, 2s).
 	MinFault, MaxFault time.Duration
+	// Kinds limits the faults to these kinds (default: all of them).
+	Kinds []string
 	// Drain bounds the wait for the consumers at the end (default 60s).
 	Drain time.Duration
 	// Logf reports progress (default nothing).
@@ -110,12 +115,16 @@ type Report struct {
 	LostSeqs  []uint64 // the first few
 	// FailedStored: failed to the caller but consumed anyway.
 	FailedStored int
-	// Consumed distinct messages; Duplicates: deliveries to a handler
-	// beyond the first of the same message.
+	// Consumed distinct messages; Duplicates: successful handlings beyond
+	// the first of the same message. (The first attempt at one message in
+	// fifty fails on purpose, to send it through the retry path; that
+	// redelivery is not a duplicate.)
 	Consumed, Duplicates int
 	// MaxCallerWait is the longest a Send, or a SendAsync until its
 	// callback, took.
 	MaxCallerWait time.Duration
+	// Proxies sums what the fault proxies did.
+	Proxies ProxyStats
 	// Elapsed is the whole run, setup and drain included.
 	Elapsed time.Duration
 }
@@ -129,9 +138,9 @@ func (r *Report) DuplicateRate() float64 {
 }
 
 func (r *Report) String() string {
-	return fmt.Sprintf("seed=%d faults=%d %v overlapping=%d acked=%d (sync %d async %d) failed=%d failed_stored=%d consumed=%d acked_lost=%d duplicates=%d (%.4f) max_caller_wait=%v elapsed=%v",
+	return fmt.Sprintf("seed=%d faults=%d %v overlapping=%d acked=%d (sync %d async %d) failed=%d failed_stored=%d consumed=%d acked_lost=%d duplicates=%d (%.4f) max_caller_wait=%v proxies=%+v elapsed=%v",
 		r.Seed, r.Faults, r.ByKind, r.Overlapping, r.AckedSends, r.SyncSends, r.AsyncSends, r.FailedSends, r.FailedStored,
-		r.Consumed, r.AckedLost, r.Duplicates, r.DuplicateRate(), r.MaxCallerWait, r.Elapsed)
+		r.Consumed, r.AckedLost, r.Duplicates, r.DuplicateRate(), r.MaxCallerWait, r.Proxies, r.Elapsed)
 }
 
 type broker struct {
@@ -187,6 +196,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	if opts.Drain <= 0 {
 		opts.Drain = 60 * time.Second
+	}
+	for _, k := range opts.Kinds {
+		if !slices.ContainsFunc(kinds, func(e kindWeight) bool { return e.name == k }) {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownKind, k)
+		}
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -326,11 +340,20 @@ func (c *campaign) shutdown() {
 	wg.Wait()
 }
 
-// handle is the consumers' handler: it counts each sequence number.
+// errHandler is the failure of a handler's first attempt at one message
+// in fifty: those messages go through the retry path (nack, backoff,
+// redelivery), which the faults hit as well.
+var errHandler = errors.New("chaos: first attempt fails")
+
+// handle is the consumers' handler: it counts each sequence number it
+// handled with success.
 func (c *campaign) handle(_ context.Context, m *consumer.Message) error {
 	seq, err := strconv.ParseUint(string(m.Body), 10, 64)
 	if err != nil {
 		return fmt.Errorf("chaos: body %q: %w", m.Body, err)
+	}
+	if seq%50 == 0 && m.DeliveryAttempt == 1 {
+		return errHandler
 	}
 	c.mu.Lock()
 	c.consumed[seq]++
@@ -433,14 +456,25 @@ func (c *campaign) inject(ctx context.Context, r *Report) {
 			if total >= c.opts.Faults {
 				break
 			}
-			kind := pick(c.rng)
-			b := c.brokers[c.rng.IntN(len(c.brokers))]
+			kind := pick(c.rng, c.opts.Kinds)
+			first := c.rng.IntN(len(c.brokers))
 			d := c.opts.MinFault + time.Duration(c.rng.Int64N(int64(c.opts.MaxFault-c.opts.MinFault)+1))
 			lat := time.Duration(20+c.rng.IntN(280)) * time.Millisecond
-			// A process fault holds its broker's busy lock until it
-			// healed; fault releases it.
-			if (kind == Kill9 || kind == SigStop) && !b.busy.TryLock() {
-				kind = ReplyLost // the broker is already down: hit its network instead
+			b := c.brokers[first]
+			if kind == Kill9 || kind == SigStop {
+				// A process fault holds its broker's busy lock until it
+				// healed (fault releases it): the first broker from the
+				// one picked that is not down already.
+				b = nil
+				for i := range c.brokers {
+					if o := c.brokers[(first+i)%len(c.brokers)]; o.busy.TryLock() {
+						b = o
+						break
+					}
+				}
+				if b == nil {
+					continue // every broker is down: this one waits
+				}
 			}
 			total++
 			r.Faults++
@@ -460,13 +494,18 @@ func (c *campaign) inject(ctx context.Context, r *Report) {
 	wg.Wait()
 }
 
-func pick(rng *rand.Rand) string {
+func pick(rng *rand.Rand, only []string) string {
 	sum := 0
 	for _, k := range kinds {
-		sum += k.weight
+		if len(only) == 0 || slices.Contains(only, k.name) {
+			sum += k.weight
+		}
 	}
 	x := rng.IntN(sum)
 	for _, k := range kinds {
+		if len(only) > 0 && !slices.Contains(only, k.name) {
+			continue
+		}
 		if x < k.weight {
 			return k.name
 		}
@@ -568,8 +607,18 @@ func (c *campaign) account(r *Report) {
 		r.Duplicates += n - 1
 	}
 	r.SyncSends, r.AsyncSends = c.syncN, c.asyncN
+	for _, b := range c.brokers {
+		st := b.proxy.Stats()
+		r.Proxies.Conns += st.Conns
+		r.Proxies.Held += st.Held
+		r.Proxies.DroppedReplies += st.DroppedReplies
+	}
 	r.MaxCallerWait = c.maxWait
 }
+
+// ErrUnknownKind is returned by Run for an Options.Kinds entry that is
+// not a fault kind of this package.
+var ErrUnknownKind = errors.New("chaos: unknown fault kind")
 
 var errLoss = errors.New("chaos: acknowledged messages were lost")
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,15 @@ func envInt(t testing.TB, name string, def int64) int64 {
 	return n
 }
 
+// kindsEnv reads CHAOS_KINDS, fault kinds separated by commas (default
+// all).
+func kindsEnv() []string {
+	if v := os.Getenv("CHAOS_KINDS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
 func seed(t testing.TB) int64 {
 	return envInt(t, "CHAOS_SEED", time.Now().UnixNano()%1_000_000)
 }
@@ -35,12 +45,18 @@ func TestChaosShortCampaign(t *testing.T) {
 	t.Logf("CHAOS_SEED=%d", s)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	r, err := Run(ctx, Options{Faults: 50, Seed: s, Interval: 300 * time.Millisecond, Drain: 30 * time.Second, Logf: t.Logf})
+	r, err := Run(ctx, Options{Faults: 50, Seed: s, Kinds: kindsEnv(), Interval: 300 * time.Millisecond, Drain: 30 * time.Second, Logf: t.Logf})
 	require.NoError(t, err)
 	t.Log(r)
 	require.NoError(t, r.Check())
 	require.Equal(t, 50, r.Faults)
 	require.NotZero(t, r.AckedSends)
+	require.NotZero(t, r.Proxies.Conns, "clients went through the proxies")
+}
+
+func TestUnknownKindIsRefused(t *testing.T) {
+	_, err := Run(context.Background(), Options{Binary: "unused", Kinds: []string{"meteor"}})
+	require.ErrorIs(t, err, ErrUnknownKind)
 }
 
 // BenchmarkChaos is make chaos: the long campaign (CHAOS_FAULTS, default
@@ -50,7 +66,7 @@ func BenchmarkChaos(b *testing.B) {
 	for range b.N {
 		s := seed(b)
 		b.Logf("CHAOS_SEED=%d CHAOS_FAULTS=%d", s, faults)
-		r, err := Run(context.Background(), Options{Faults: faults, Seed: s, Logf: b.Logf})
+		r, err := Run(context.Background(), Options{Faults: faults, Seed: s, Kinds: kindsEnv(), Logf: b.Logf})
 		require.NoError(b, err)
 		b.Log(r)
 		b.ReportMetric(float64(r.Faults), "fig:chaos_faults")

@@ -19,6 +19,7 @@ type Proxy struct {
 	replyLost int // > 0: the server's bytes are dropped and the link closed
 	delay     time.Duration
 	closed    bool
+	stats     ProxyStats
 
 	wg sync.WaitGroup
 }
@@ -40,6 +41,21 @@ func (l *link) close() {
 			_ = l.server.Close()
 		}
 	})
+}
+
+// ProxyStats counts what a proxy did, to show that its faults bit.
+type ProxyStats struct {
+	// Conns accepted; Held: connections held by a partition (accepted
+	// during one or caught by one); DroppedReplies: connections closed
+	// because an answer was dropped.
+	Conns, Held, DroppedReplies int
+}
+
+// Stats returns the counts so far.
+func (p *Proxy) Stats() ProxyStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
 }
 
 // NewProxy listens on a free loopback port and forwards to target.
@@ -86,7 +102,10 @@ func (p *Proxy) Partition() (heal func()) {
 	p.mu.Lock()
 	p.partition++
 	for l := range p.conns {
-		l.held = true
+		if !l.held {
+			l.held = true
+			p.stats.Held++
+		}
 	}
 	p.mu.Unlock()
 	var once sync.Once
@@ -154,6 +173,10 @@ func (p *Proxy) accept() {
 		}
 		l := &link{client: c, held: p.partition > 0}
 		p.conns[l] = struct{}{}
+		p.stats.Conns++
+		if l.held {
+			p.stats.Held++
+		}
 		p.wg.Add(1)
 		p.mu.Unlock()
 		go p.serve(l)
@@ -247,6 +270,9 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, reply bool) {
 		case held:
 			continue
 		case lost && reply:
+			p.mu.Lock()
+			p.stats.DroppedReplies++
+			p.mu.Unlock()
 			return // the answer is dropped and the connection closed
 		}
 		if _, err := dst.Write(c.data); err != nil {
