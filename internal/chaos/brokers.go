@@ -96,6 +96,8 @@ func (p *proc) start(ctx context.Context) error {
 		case <-done:
 			return fmt.Errorf("broker %s exited while starting (see its log)", p.name)
 		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			<-done
 			return fmt.Errorf("broker %s not serving on %s: %w", p.name, p.listen, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}

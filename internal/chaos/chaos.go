@@ -521,8 +521,14 @@ func (c *campaign) fault(ctx context.Context, kind string, b *broker, d, lat tim
 		defer b.busy.Unlock()
 		b.proc.kill9()
 		sleep(ctx, d)
-		for err := b.proc.start(context.WithoutCancel(ctx)); err != nil; err = b.proc.start(context.WithoutCancel(ctx)) {
-			c.opts.Logf("chaos: restart %s: %v", b.name, err)
+		// The restart is not cut short by ctx: the campaign heals what it
+		// broke. A broker that does not come back is a finding, logged.
+		for i := range 5 {
+			err := b.proc.start(context.WithoutCancel(ctx))
+			if err == nil {
+				break
+			}
+			c.opts.Logf("chaos: restart %s (attempt %d): %v", b.name, i+1, err)
 			time.Sleep(time.Second)
 		}
 	case SigStop:
