@@ -5,7 +5,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 2s
 
-.PHONY: all test vet lint race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet
+.PHONY: all test vet lint race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet chaos
 
 # Modules of their own under contrib/ (kept out of the core's dependencies);
 # make test vets and tests each of them too.
@@ -67,6 +67,20 @@ example-fleet:
 FLEET_RUNS ?= 3
 fleet:
 	cd contrib/etcd && $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime $(FLEET_RUNS)x -timeout 30m ./internal/fleet/ | (cd ../.. && $(GO) run ./internal/benchfig $(call want,fleet_lane_failover_ms fleet_config_apply_ms fleet_lost fleet_handled_twice fleet_misrouted fleet_acked_sends))
+
+# The fault campaign (internal/chaos): two clusters of two broker
+# processes (sync flush), each behind a fault proxy, under synchronous and
+# batched asynchronous sends and a consumer group of two members, while
+# CHAOS_FAULTS faults picked from CHAOS_SEED (printed; random when unset)
+# hit them: kill -9 and restart, SIGSTOP/SIGCONT, partitions of a broker or
+# a cluster, lost replies, latency, cut connections, several at once. Ends
+# with FIGURE chaos_* lines; the run fails if an acknowledged send was lost.
+# make test runs a short campaign of 50 faults.
+CHAOS_FAULTS ?= 1000
+CHAOS_FIGURES := chaos_faults chaos_faults_kill9 chaos_faults_sigstop chaos_faults_partition chaos_faults_reply_lost \
+	chaos_acked_sends chaos_acked_lost chaos_duplicates chaos_duplicate_rate chaos_max_caller_wait_ms
+chaos:
+	CHAOS_FAULTS=$(CHAOS_FAULTS) $(GO) test -run '^$$' -bench '^BenchmarkChaos$$' -benchtime 1x -timeout 30m ./internal/chaos/ | $(GO) run ./internal/benchfig $(call want,$(CHAOS_FIGURES))
 
 # Storage-core benchmarks; ends with one FIGURE line per figure.
 STORE_FIGURES := disk_seq_write_mb_s store_append_async_mb_s store_sync_1_msgs_s store_sync_64_msgs_s \

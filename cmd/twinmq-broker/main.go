@@ -4,7 +4,12 @@
 //
 // Usage:
 //
-//	twinmq-broker -config cluster.json
+//	twinmq-broker -config cluster.json [-broker broker-0]
+//
+// With -broker, the process runs only the named broker of the config and
+// lists the others as its peers, at their "advertise" address (else their
+// "listen" address): one process per broker, each of which can be killed
+// and restarted on its own.
 //
 // The JSON config (unknown fields are rejected; example.json next to this
 // file is a complete one):
@@ -20,6 +25,13 @@
 //	  "topics": [{"name": "orders", "queues": 8, "type": "NORMAL", "batchCQ": false}],
 //	  "groups": [{"name": "billing", "maxDeliveryAttempts": 17, "fifo": false, "retryBackoff": ["1s", "5s"]}]
 //	}
+//
+// A broker's optional "advertise" is the address its routes name for it
+// (default: where it listens); set it when clients reach the broker
+// through a proxy. The optional "limits": {"minInvisible": "1s",
+// "minLongPolling": "100ms"} lowers the broker's floors under a
+// consumer's invisible time and long polling (defaults 10s and 5s, as a
+// RocketMQ proxy), for tests that need redeliveries to come quickly.
 //
 // Each broker keeps its data in dataDir/<broker name>. flush is "async"
 // (periodic fsync) or "sync" (a send returns after its fsync). Topic types
@@ -77,11 +89,21 @@ type fileConfig struct {
 	Users              []userEntry       `json:"users"`
 	AuthenticationOnly bool              `json:"authenticationOnly"`
 	Transactions       *transactionEntry `json:"transactions"`
+	Limits             *limitsEntry      `json:"limits"`
+
+	// only, when set, is the one broker this process runs (-broker).
+	only string
+}
+
+type limitsEntry struct {
+	MinInvisible   string `json:"minInvisible"`
+	MinLongPolling string `json:"minLongPolling"`
 }
 
 type brokerEntry struct {
-	Name   string `json:"name"`
-	Listen string `json:"listen"`
+	Name      string `json:"name"`
+	Listen    string `json:"listen"`
+	Advertise string `json:"advertise"`
 }
 
 type topicEntry struct {
@@ -151,20 +173,63 @@ func (fc *fileConfig) brokerConfigs(log *zap.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
+	var limits broker.Limits
+	if l := fc.Limits; l != nil {
+		for _, f := range []struct {
+			key string
+			val string
+			dst *time.Duration
+		}{{"minInvisible", l.MinInvisible, &limits.MinInvisible}, {"minLongPolling", l.MinLongPolling, &limits.MinLongPolling}} {
+			if f.val == "" {
+				continue
+			}
+			d, err := time.ParseDuration(f.val)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%w: limits.%s %q (want a positive duration)", errConfig, f.key, f.val)
+			}
+			*f.dst = d
+		}
+	}
 	var out []broker.Config
+	found := false
 	for _, b := range fc.Brokers {
 		if b.Name == "" || filepath.Base(b.Name) != b.Name {
 			return nil, fmt.Errorf("%w: broker name %q must be a plain file name", errConfig, b.Name)
 		}
+		if fc.only != "" && b.Name != fc.only {
+			continue
+		}
+		found = true
 		out = append(out, broker.Config{
-			Cluster: fc.Cluster, Name: b.Name, Listen: b.Listen,
+			Cluster: fc.Cluster, Name: b.Name, Listen: b.Listen, Advertise: b.Advertise,
 			DataDir: filepath.Join(fc.DataDir, b.Name), Topics: topics, Groups: groups,
 			StrictGroups: fc.StrictGroups, Store: store.Options{Flush: flush},
-			Security: sec, Transactions: tx,
+			Security: sec, Transactions: tx, Limits: limits,
 			Logger: log, Registerer: reg,
 		})
 	}
+	if !found {
+		return nil, fmt.Errorf("%w: -broker %q is not in the config", errConfig, fc.only)
+	}
 	return out, nil
+}
+
+// peers lists every broker of the config as the routes name it: at its
+// advertise address, else where it runs in this process (started), else
+// its configured listen address.
+func (fc *fileConfig) peers(started map[string]string) []broker.Peer {
+	out := make([]broker.Peer, 0, len(fc.Brokers))
+	for _, b := range fc.Brokers {
+		ep := b.Advertise
+		if ep == "" {
+			ep = started[b.Name]
+		}
+		if ep == "" {
+			ep = b.Listen
+		}
+		out = append(out, broker.Peer{Name: b.Name, Endpoint: ep})
+	}
+	return out
 }
 
 func newLogger(level string) (*zap.Logger, error) {
@@ -207,12 +272,13 @@ func run(ctx context.Context, fc *fileConfig, log *zap.Logger, ready func(addrs 
 		}
 		brokers = append(brokers, b)
 	}
-	peers := make([]broker.Peer, len(brokers))
+	started := map[string]string{}
 	addrs := make([]string, len(brokers))
 	for i, b := range brokers {
-		peers[i] = broker.Peer{Name: b.Name(), Endpoint: b.Addr()}
+		started[b.Name()] = b.Addr()
 		addrs[i] = b.Addr()
 	}
+	peers := fc.peers(started)
 	for _, b := range brokers {
 		if err := b.SetPeers(peers); err != nil {
 			return errors.Join(err, stopAll())
@@ -243,6 +309,7 @@ func run(ctx context.Context, fc *fileConfig, log *zap.Logger, ready func(addrs 
 
 func main() {
 	path := flag.String("config", "", "path of the JSON cluster config")
+	only := flag.String("broker", "", "run only this broker of the config (default: all)")
 	flag.Parse()
 	if *path == "" {
 		fmt.Fprintln(os.Stderr, "twinmq-broker: -config is required")
@@ -259,6 +326,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	fc.only = *only
 	log, err := newLogger(fc.LogLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

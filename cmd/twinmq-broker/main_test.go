@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -69,6 +70,7 @@ func TestBadConfigs(t *testing.T) {
 		"bad backoff": `{"dataDir": "x", "brokers": [{"name": "b"}], "groups": [{"name": "g", "retryBackoff": ["soon"]}]}`,
 		"bad flush":   `{"dataDir": "x", "brokers": [{"name": "b"}], "flush": "sometimes"}`,
 		"bad name":    `{"dataDir": "x", "brokers": [{"name": "../b"}]}`,
+		"bad limit":   `{"dataDir": "x", "brokers": [{"name": "b"}], "limits": {"minInvisible": "-1s"}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			fc, err := loadConfig(strings.NewReader(js))
@@ -77,6 +79,58 @@ func TestBadConfigs(t *testing.T) {
 			assert.ErrorIs(t, err, errConfig)
 		})
 	}
+}
+
+// One process per broker: -broker runs only the named broker, and its
+// routes name every broker of the cluster at its advertise address (where
+// clients reach it through a proxy).
+func TestRunOneBrokerOfTheCluster(t *testing.T) {
+	cfgJSON := `{
+	  "cluster": "c1", "dataDir": "` + t.TempDir() + `",
+	  "limits": {"minInvisible": "1s", "minLongPolling": "100ms"},
+	  "brokers": [{"name": "b0", "listen": "127.0.0.1:0", "advertise": "127.0.0.1:7000"},
+	              {"name": "b1", "listen": "127.0.0.1:0", "advertise": "127.0.0.1:7001"}],
+	  "topics": [{"name": "orders", "queues": 2}]
+	}`
+	fc, err := loadConfig(strings.NewReader(cfgJSON))
+	require.NoError(t, err)
+	fc.only = "b1"
+	cfgs, err := fc.brokerConfigs(zap.NewNop(), nil)
+	require.NoError(t, err)
+	require.Len(t, cfgs, 1)
+	assert.Equal(t, time.Second, cfgs[0].Limits.MinInvisible)
+	assert.Equal(t, 100*time.Millisecond, cfgs[0].Limits.MinLongPolling)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan []string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, fc, zap.NewNop(), func(a []string) { addrs <- a }) }()
+	var eps []string
+	select {
+	case eps = <-addrs:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	require.Len(t, eps, 1, "only b1 runs here")
+	conn, err := grpc.NewClient(eps[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	rctx, rcancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "cmd-test"), 5*time.Second)
+	defer rcancel()
+	resp, err := rmqpb.NewMessagingServiceClient(conn).QueryRoute(rctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "orders"}})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, mq := range resp.GetMessageQueues() {
+		a := mq.GetBroker().GetEndpoints().GetAddresses()[0]
+		got[mq.GetBroker().GetName()] = fmt.Sprintf("%s:%d", a.GetHost(), a.GetPort())
+	}
+	assert.Equal(t, map[string]string{"b0": "127.0.0.1:7000", "b1": "127.0.0.1:7001"}, got)
+	cancel()
+	require.NoError(t, <-done)
+
+	fc.only = "b9"
+	_, err = fc.brokerConfigs(zap.NewNop(), nil)
+	assert.ErrorIs(t, err, errConfig)
 }
 
 func TestExampleConfigIsValid(t *testing.T) {

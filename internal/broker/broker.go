@@ -51,6 +51,7 @@ type Broker struct {
 	srv       *grpc.Server
 	lis       net.Listener
 	addr      string
+	routeAddr string       // what QueryRoute names: Config.Advertise, else addr
 	state     atomic.Int32 // 0 new, 1 running, 2 closed
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -154,6 +155,10 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.lis = lis
 	b.addr = advertised(lis.Addr())
+	b.routeAddr = b.addr
+	if b.cfg.Advertise != "" {
+		b.routeAddr = b.cfg.Advertise
+	}
 	pool := pbcodec.NewPool()
 	b.srv = grpc.NewServer(append(b.serverOptions(), grpc.MaxRecvMsgSize(130<<20), grpc.ForceServerCodecV2(pbcodec.NewWithPool(pool)),
 		experimental.BufferPool(pool),
@@ -362,7 +367,7 @@ func (b *Broker) existingGroupTopic(group, topic string) *groupTopic {
 // brokers lists this broker and its peers, sorted by name.
 func (b *Broker) brokers() []Peer {
 	b.mu.RLock()
-	out := append([]Peer{{Name: b.cfg.Name, Endpoint: b.addr}}, b.peers...)
+	out := append([]Peer{{Name: b.cfg.Name, Endpoint: b.routeAddr}}, b.peers...)
 	b.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

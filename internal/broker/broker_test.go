@@ -512,3 +512,26 @@ func TestGroupReadsItsOwnDeadLetterTopic(t *testing.T) {
 	_, after := b.store.Offsets(dlq, 0)
 	require.Equal(t, before, after, "the dead-letter topic grew by itself")
 }
+
+// A broker reached through a proxy names the proxy in its routes, so that
+// clients keep going through it; a malformed Advertise is refused by New.
+func TestQueryRouteNamesTheAdvertisedAddress(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Advertise = "127.0.0.1:7"
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr(), "client-advertise")
+	ctx, cancel := c.ctx(5 * time.Second)
+	defer cancel()
+	resp, err := c.rpc.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: res("normal")})
+	require.NoError(t, err)
+	require.NotEmpty(t, resp.GetMessageQueues())
+	for _, mq := range resp.GetMessageQueues() {
+		addr := mq.GetBroker().GetEndpoints().GetAddresses()[0]
+		assert.Equal(t, "127.0.0.1:7", addr.GetHost()+":"+itoa(addr.GetPort()))
+	}
+
+	bad := testConfig(t, t.TempDir())
+	bad.Advertise = "no-port"
+	_, err = New(bad)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}

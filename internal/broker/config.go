@@ -165,6 +165,11 @@ type Config struct {
 	Name string
 	// Listen is the gRPC listen address (default 127.0.0.1:0).
 	Listen string
+	// Advertise is the "host:port" QueryRoute names for this broker
+	// (default: the address it listens on). Set it when clients reach the
+	// broker through something in between, a proxy or a NAT, so that the
+	// routes send them the same way.
+	Advertise string
 	// DataDir holds the store (DataDir/store) and the consumer progress
 	// (DataDir/progress). Required.
 	DataDir string
@@ -279,6 +284,11 @@ func (c *Config) normalize() error {
 		}
 	}
 	c.Peers = peers
+	if c.Advertise != "" {
+		if _, _, err := splitEndpoint(c.Advertise); err != nil {
+			return fmt.Errorf("%w: Advertise: %w", ErrInvalidConfig, err)
+		}
+	}
 	return nil
 }
 
