@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -183,6 +184,9 @@ func newLogger(level string) (*zap.Logger, error) {
 // receives the brokers' addresses once all serve.
 func run(ctx context.Context, fc *fileConfig, log *zap.Logger, ready func(addrs []string)) error {
 	reg := prometheus.NewRegistry()
+	// The process's own health beside the brokers': Go runtime (goroutines,
+	// GC, heap) and process (CPU, memory, descriptors) metrics.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfgs, err := fc.brokerConfigs(log, reg)
 	if err != nil {
 		return err
