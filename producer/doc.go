@@ -234,7 +234,7 @@
 // on), twinmq_producer_send_duration_seconds{topic} and
 // twinmq_producer_config_rejected_total; batch sizes, flush reasons and
 // buffered bytes as twinmq_batch_*; failover weights as
-// twinmq_failover_weight{picker="producer/<topic>",resource="<cluster>/<endpoint>"};
+// twinmq_failover_weight{picker="producer/<topic>",cluster,endpoint};
 // configuration reloads as twinmq_config_reloads_total; RPCs as the
 // driver's collectors. Logging goes to the WithLogger logger only.
 package producer
