@@ -24,7 +24,8 @@
 // Each broker keeps its data in dataDir/<broker name>. flush is "async"
 // (periodic fsync) or "sync" (a send returns after its fsync). Topic types
 // are NORMAL, FIFO, DELAY, TRANSACTION or MIXED. metricsListen, when set,
-// serves Prometheus metrics on /metrics.
+// serves Prometheus metrics on /metrics: the brokers' twinmq_broker_*, and
+// the process's Go runtime (go_*) and process (process_*) metrics.
 //
 // Optional keys: "tls": {"certFile": "...", "keyFile": "..."} serves TLS
 // (PEM files); "users": [{"accessKey", "secretKey", "super", "publish",

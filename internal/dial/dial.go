@@ -499,19 +499,18 @@ func (d *Dialer) reconcile(now time.Time) []Report {
 		b.p50, b.p99 = b.percentiles()
 		b.series.percentiles(b.p50, b.p99)
 		slow := d.opts.MaxP99 > 0 && b.p99 > d.opts.MaxP99
-		if b.newLost == 0 && b.newDups == 0 && b.newSendErrs == 0 && !slow {
-			b.up = true
-			b.series.up(true)
-			continue
+		if b.newLost > 0 || b.newDups > 0 || b.newSendErrs > 0 || slow {
+			reports = append(reports, Report{Broker: b.key, At: now, Lost: b.newLost, Duplicated: b.newDups,
+				SendErrors: b.newSendErrs, P99: b.p99, SlowP99: slow, LastError: b.lastErr})
+			b.newLost, b.newDups, b.newSendErrs = 0, 0, 0
+			b.reports++
+			b.lastTrouble = now
+			b.series.report()
 		}
-		r := Report{Broker: b.key, At: now, Lost: b.newLost, Duplicated: b.newDups, SendErrors: b.newSendErrs,
-			P99: b.p99, SlowP99: slow, LastError: b.lastErr}
-		b.newLost, b.newDups, b.newSendErrs = 0, 0, 0
-		b.up = false
-		b.reports++
-		b.series.up(false)
-		b.series.report()
-		reports = append(reports, r)
+		// Down while a report is less than a period old: a broker whose
+		// sends fail every few seconds stays down between its reports.
+		b.up = b.lastTrouble.IsZero() || now.Sub(b.lastTrouble) >= period
+		b.series.up(b.up)
 	}
 	return reports
 }
@@ -533,6 +532,7 @@ type brokerState struct {
 	up                               bool
 	lastErr                          string
 	lastErrAt                        time.Time
+	lastTrouble                      time.Time // the latest report
 }
 
 func (b *brokerState) setErr(err error, now time.Time) {

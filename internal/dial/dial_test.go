@@ -67,6 +67,7 @@ type pauseOutcome struct {
 	falseAlarms int           // reports on the other brokers, whole run
 	period      time.Duration
 	status      []Status
+	victim      string // the paused broker's endpoint
 }
 
 // runPause probes the four brokers until each has probes back, pauses one,
@@ -124,7 +125,7 @@ func runPause(tb testing.TB, period time.Duration, reg prometheus.Registerer) pa
 		return false
 	}, 3*period+time.Second, 10*time.Millisecond, "the paused broker is reported")
 	time.Sleep(period)
-	out := pauseOutcome{detect: detect, period: period, status: d.Status()}
+	out := pauseOutcome{detect: detect, period: period, status: d.Status(), victim: victim.Endpoint()}
 	victim.Resume()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -145,13 +146,19 @@ func TestPausedBrokerIsReportedOthersStayClean(t *testing.T) {
 	out := runPause(t, period, reg)
 	require.LessOrEqual(t, out.detect, 2*period+period/4, "reported within two reconciliation periods (a tick's slack)")
 	require.Zero(t, out.falseAlarms, "no report on a healthy broker")
+	require.Len(t, out.status, 4)
 	for _, s := range out.status {
-		if s.Up {
-			require.Zero(t, s.Lost, s.Broker.String())
-			require.Zero(t, s.Duplicated, s.Broker.String())
-			require.Zero(t, s.SendErrors, s.Broker.String())
-			require.NotZero(t, s.Received, s.Broker.String())
+		if s.Endpoint == out.victim {
+			require.False(t, s.Up, "the paused broker is down while its probes fail")
+			require.NotZero(t, s.Lost+s.SendErrors)
+			require.NotEmpty(t, s.LastError)
+			continue
 		}
+		require.True(t, s.Up, s.Broker.String())
+		require.Zero(t, s.Lost, s.Broker.String())
+		require.Zero(t, s.Duplicated, s.Broker.String())
+		require.Zero(t, s.SendErrors, s.Broker.String())
+		require.NotZero(t, s.Received, s.Broker.String())
 	}
 	// Close removed the dial's series.
 	n, err := testutil.GatherAndCount(reg)

@@ -32,9 +32,10 @@
 //     apart by message id.
 //   - Every reconciliation tick (Period/4) looks at each broker: new losses,
 //     duplicates or send errors since the last tick, or a p99 above MaxP99
-//     (when set), make a report (a log line at Warn, twinmq_dial_reports_total,
-//     twinmq_dial_broker_up 0 and Options.OnReport); a clean tick sets
-//     broker_up back to 1. Latency alone does not report unless MaxP99 is set:
+//     (when set), make a report (a log line at Warn, twinmq_dial_reports_total
+//     and Options.OnReport). twinmq_dial_broker_up is 0 from a report until a
+//     period without one, so a broker whose sends fail every few seconds stays
+//     down between its reports. Latency alone does not report unless MaxP99 is set:
 //     on a loaded machine a healthy broker's tail latency moves, and a dial
 //     test that cries wolf is muted.
 //   - The configuration document is the one the services use (topics,

@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, brokerLabels),
 		p50: gauge("latency_p50_seconds", "Median end-to-end latency of a broker's probes over the last two reconciliation periods."),
 		p99: gauge("latency_p99_seconds", "99th percentile end-to-end latency of a broker's probes over the last two reconciliation periods."),
-		up:  gauge("broker_up", "1 when the broker's last reconciliation tick was clean, 0 when it reported trouble."),
+		up:  gauge("broker_up", "0 from a report on the broker (lost, duplicated, send errors, slow p99) until a reconciliation period passes without one; 1 otherwise."),
 	}
 	set, err := promreg.Own(reg, m.sent, m.received, m.lost, m.dups, m.late, m.sendErrs, m.reports,
 		m.latency, m.lateness, m.p50, m.p99, m.up)
