@@ -17,6 +17,7 @@ func BenchmarkDialPause(b *testing.B) {
 	alarms := 0
 	for range b.N {
 		out := runPause(b, period, nil)
+		b.Logf("run: detect %v, false alarms %d", out.detect, out.falseAlarms)
 		detect += out.detect
 		alarms += out.falseAlarms
 	}
