@@ -11,7 +11,8 @@
 //
 // The document is the one the services read (config.File watches it). The
 // probed topics must accept every kind asked for (a MIXED topic, or fewer
-// -kinds). On -listen it serves Prometheus metrics on /metrics (the dial's
+// -kinds), and the group must exist on clusters that do not create groups
+// on first use. On -listen it serves Prometheus metrics on /metrics (the dial's
 // twinmq_dial_*, the document's reloads, Go runtime and process metrics) and
 // a status page on /, one row per broker. It stops on SIGINT or SIGTERM.
 package main

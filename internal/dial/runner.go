@@ -221,7 +221,11 @@ func (r *runner) probe(b *brokerState, k Kind, q driver.Queue, body []byte) {
 	}
 	r.d.sending(msg.ID, b, k, now)
 	res, err := r.prod.Send(r.ctx, q.Endpoint, []*driver.Message{msg})
-	if err == nil && len(res) == 1 && res[0].Err != nil {
+	switch {
+	case err != nil:
+	case len(res) != 1:
+		err = fmt.Errorf("send: %d results for one probe", len(res))
+	case res[0].Err != nil:
 		err = res[0].Err
 	}
 	if err == nil && k == Transaction {
