@@ -325,7 +325,7 @@ func (d *Dialer) forget(topic, cluster string) {
 	for k, b := range d.brokers {
 		if k.Topic == topic && k.Cluster == cluster {
 			delete(d.brokers, k)
-			b.series.delete(d.m)
+			b.series.delete()
 		}
 	}
 	for id, p := range d.probes {

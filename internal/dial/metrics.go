@@ -162,7 +162,7 @@ func (s *series) up(ok bool) {
 }
 
 // delete removes every series of the broker (it is no longer probed).
-func (s *series) delete(_ *metrics) {
+func (s *series) delete() {
 	if s == nil {
 		return
 	}
