@@ -5,7 +5,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 2s
 
-.PHONY: all test vet lint race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet chaos
+.PHONY: all test vet lint race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet chaos dial-check
 
 # Modules of their own under contrib/ (kept out of the core's dependencies);
 # make test vets and tests each of them too.
@@ -125,6 +125,16 @@ bench-wire:
 bench-delay:
 	{ $(GO) test -run '^$$' -bench '^BenchmarkDelayLateness$$' -benchtime 1x -timeout 5m ./internal/broker/timer/ && \
 	  $(GO) test -run '^$$' -bench '^BenchmarkDelayEndToEnd$$' -benchtime 1x -timeout 5m ./embedded/ ; } | $(GO) run ./internal/benchfig $(call want,delay_timer_p99_late_ms delay_p99_late_ms)
+
+# The dial test against the embedded brokers: two clusters of two brokers,
+# 20 probes a second to each (normal, delayed, transactional), a 1 s
+# reconciliation period; one broker paused per run, DIAL_RUNS runs. Ends with
+# FIGURE dial_detect_ms (pause to the paused broker's first report, mean of
+# the runs) and FIGURE dial_false_alarms (reports on the healthy brokers,
+# all runs; must be 0: the benchmark fails otherwise).
+DIAL_RUNS ?= 3
+dial-check:
+	$(GO) test -run '^$$' -bench '^BenchmarkDialPause$$' -benchtime $(DIAL_RUNS)x -timeout 10m ./internal/dial/ | $(GO) run ./internal/benchfig $(call want,dial_detect_ms dial_false_alarms)
 
 # Every fuzz target, FUZZTIME each (go test -fuzz takes one target at a time).
 FUZZTIME ?= 30s

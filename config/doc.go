@@ -93,7 +93,8 @@
 // ErrInvalidConfig: there is nothing to fall back on; an ended ctx fails it
 // with ctx's error). Then, for every version: validate, swap in with an atomic pointer,
 // notify subscribers. A rejected version is logged through the injected
-// zap logger, counted on twinmq_config_reloads_total{result="rejected"}, and
+// zap logger, counted on twinmq_config_reloads_total{watcher,result="rejected"} (the
+// watcher label is Options.Name; Close removes its series), and
 // dropped; the last good document keeps serving and LastError says why. The
 // same revision twice counts as "unchanged". Status gives a platform what
 // to show beside each revision it published: the revision in force and

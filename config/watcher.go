@@ -25,6 +25,11 @@ type Options struct {
 	Logger *zap.Logger
 	// Registerer receives the reload metrics; nil means no metrics.
 	Registerer prometheus.Registerer
+	// Name is the "watcher" label of the reload metrics (a producer's own
+	// watcher is "producer", a consumer's "consumer/<group>/<topic>").
+	// Watchers sharing a Registerer share the series of their name, and
+	// Close removes them: give watchers that live apart distinct names.
+	Name string
 }
 
 // Results counted by twinmq_config_reloads_total.
@@ -84,7 +89,7 @@ func Start(ctx context.Context, src Source, opts Options) (*Watcher, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(opts.Registerer, opts.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -279,31 +284,34 @@ func (w *Watcher) SubscribeVersion(fn func(old, new *Config)) (current *Config, 
 	}
 }
 
-// Close stops watching and waits for the watcher's goroutine. Current keeps
-// answering with the last good configuration.
+// Close stops watching, waits for the watcher's goroutine and removes the
+// series of its name. Current keeps answering with the last good
+// configuration.
 func (w *Watcher) Close() error {
 	w.cancel()
 	<-w.done
+	w.metrics.remove()
 	return nil
 }
 
 type metrics struct {
-	reloads *prometheus.CounterVec
-	last    prometheus.Gauge
+	reloads *prometheus.CounterVec // watcher, result
+	last    *prometheus.GaugeVec   // watcher
+	name    string
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "twinmq", Subsystem: "config", Name: "reloads_total",
-		Help: "Configuration versions seen, by result: accepted, rejected (the last good one kept serving), unchanged.",
-	}, []string{"result"})
-	last := prometheus.NewGauge(prometheus.GaugeOpts{
+		Help: "Configuration versions seen, by watcher and result: accepted, rejected (the last good one kept serving), unchanged.",
+	}, []string{"watcher", "result"})
+	last := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "twinmq", Subsystem: "config", Name: "last_accepted_timestamp_seconds",
-		Help: "Unix time of the last accepted configuration version.",
-	})
+		Help: "Unix time of the last accepted configuration version, by watcher.",
+	}, []string{"watcher"})
 	var err error
 	if reloads, err = register(reg, reloads); err != nil {
 		return nil, err
@@ -311,7 +319,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if last, err = register(reg, last); err != nil {
 		return nil, err
 	}
-	return &metrics{reloads: reloads, last: last}, nil
+	return &metrics{reloads: reloads, last: last, name: name}, nil
+}
+
+// remove deletes the watcher's series (Close).
+func (m *metrics) remove() {
+	if m != nil {
+		m.reloads.DeletePartialMatch(prometheus.Labels{"watcher": m.name})
+		m.last.DeleteLabelValues(m.name)
+	}
 }
 
 // register registers c, or reuses the collector already registered under
@@ -327,12 +343,12 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 
 func (m *metrics) count(result string) {
 	if m != nil {
-		m.reloads.WithLabelValues(result).Inc()
+		m.reloads.WithLabelValues(m.name, result).Inc()
 	}
 }
 
 func (m *metrics) accepted() {
 	if m != nil {
-		m.last.SetToCurrentTime()
+		m.last.WithLabelValues(m.name).SetToCurrentTime()
 	}
 }

@@ -277,3 +277,16 @@ func TestUnchangedVersionClearsLastError(t *testing.T) {
 	assert.NoError(t, w.LastError(), "the serving version is back; nothing is wrong")
 	assert.Equal(t, "r1", w.Revision())
 }
+
+func TestWatcherCloseRemovesItsSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := Start(context.Background(), Static(validBase()), Options{Registerer: reg, Name: "producer"})
+	require.NoError(t, err)
+	b, err := Start(context.Background(), Static(validBase()), Options{Registerer: reg, Name: "consumer/g/t"})
+	require.NoError(t, err)
+	defer b.Close()
+	assert.Equal(t, 2, testutil.CollectAndCount(reg, "twinmq_config_last_accepted_timestamp_seconds"))
+	require.NoError(t, a.Close())
+	assert.Equal(t, 1, testutil.CollectAndCount(reg, "twinmq_config_last_accepted_timestamp_seconds"))
+	assert.Equal(t, 1, testutil.CollectAndCount(reg, "twinmq_config_reloads_total"), "only b's accepted series")
+}

@@ -65,6 +65,7 @@ func (c *Consumer) newClusterRunner(cfg *config.Config, cc config.Cluster, seq i
 	}
 	dc := driver.Config{
 		Type:           driver.SimpleConsumer,
+		Cluster:        cc.Name,
 		Group:          c.group,
 		Subscriptions:  []driver.Subscription{{Topic: physical, Filter: driver.Filter{Type: driver.FilterTag, Expression: c.opts.filter}}},
 		RequestTimeout: cfg.Timeouts.Request.D(),

@@ -152,7 +152,7 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 			}
 			src = config.Static(o.Config)
 		}
-		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
+		c.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer, Name: "consumer/" + group + "/" + topic})
 		if err != nil {
 			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 				return nil, fmt.Errorf("consumer: new: %w", err)

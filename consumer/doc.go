@@ -269,5 +269,9 @@
 //   - twinmq_consumer_malformed_lane_total: lane property malformed,
 //     handled as base.
 //
-// Plus the RocketMQ clients' twinmq_driver_* series.
+// Plus the RocketMQ clients' twinmq_driver_*{cluster,client} series (one
+// client per cluster) and, for a consumer that started its own
+// configuration watcher,
+// twinmq_config_reloads_total{watcher="consumer/<group>/<topic>"}. Close
+// removes every series of the consumer.
 package consumer

@@ -50,8 +50,13 @@ const MaxWeightLimit = 1e12
 // handed back by Pick, and its weights and priority.
 type Resource[T any] struct {
 	// Key names the resource uniquely within a Picker. Health is carried
-	// across Update by key, and it is the "resource" label of the metrics.
+	// across Update by key.
 	Key string
+	// Cluster and Endpoint say where the resource lives (a cluster and a
+	// "host:port", say): the "cluster" and "endpoint" labels of its
+	// metrics. When both are empty, the key is the endpoint label. Each
+	// pair must be unique within a Picker.
+	Cluster, Endpoint string
 	// Value is what the caller wants back from a pick (an endpoint, a
 	// client, a queue...). The package never looks inside it.
 	Value T

@@ -117,9 +117,10 @@
 //
 // # Observability
 //
-// With a Registerer, twinmq_failover_weight{picker,resource} shows each
-// current weight and twinmq_failover_down_total{picker,resource} counts
-// falls to the floor. A WeightListener hears every weight change, for callers
+// With a Registerer, twinmq_failover_weight{picker,cluster,endpoint} shows
+// each current weight and twinmq_failover_down_total{picker,cluster,endpoint}
+// counts falls to the floor (Resource.Cluster and Resource.Endpoint, or the
+// key as endpoint when both are empty). A WeightListener hears every weight change, for callers
 // that export them their own way. Resources going down and coming back are
 // logged at Warn and Info on the injected logger.
 package failover

@@ -35,6 +35,7 @@ type node struct {
 	lim     atomic.Pointer[limits]
 
 	key   string
+	place [2]string          // cluster and endpoint labels
 	gauge prometheus.Gauge   // nil without metrics
 	downs prometheus.Counter // nil without metrics
 }

@@ -22,13 +22,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Subsystem: "failover",
 		Name:      "weight",
 		Help:      "Current health weight of a failover resource.",
-	}, []string{"picker", "resource"})
+	}, []string{"picker", "cluster", "endpoint"})
 	downs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "twinmq",
 		Subsystem: "failover",
 		Name:      "down_total",
 		Help:      "Times a failover resource fell to its minimum weight.",
-	}, []string{"picker", "resource"})
+	}, []string{"picker", "cluster", "endpoint"})
 	var err error
 	if weight, err = register(reg, weight); err != nil {
 		return nil, err
@@ -54,16 +54,25 @@ func (m *metrics) attach(picker string, n *node) {
 	if m == nil {
 		return
 	}
-	n.gauge = m.weight.WithLabelValues(picker, n.key)
-	n.downs = m.downs.WithLabelValues(picker, n.key)
+	n.gauge = m.weight.WithLabelValues(picker, n.place[0], n.place[1])
+	n.downs = m.downs.WithLabelValues(picker, n.place[0], n.place[1])
 	n.gauge.Set(n.load())
 }
 
-// detach removes n's series once its key left the set.
+// place is the cluster and endpoint labels of r's series.
+func (r *Resource[T]) place() [2]string {
+	if r.Cluster == "" && r.Endpoint == "" {
+		return [2]string{"", r.Key}
+	}
+	return [2]string{r.Cluster, r.Endpoint}
+}
+
+// detach removes n's series once its key left the set (or its place
+// changed).
 func (m *metrics) detach(picker string, n *node) {
 	if m == nil {
 		return
 	}
-	m.weight.DeleteLabelValues(picker, n.key)
-	m.downs.DeleteLabelValues(picker, n.key)
+	m.weight.DeleteLabelValues(picker, n.place[0], n.place[1])
+	m.downs.DeleteLabelValues(picker, n.place[0], n.place[1])
 }

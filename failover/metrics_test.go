@@ -21,16 +21,16 @@ func TestMetricsFollowWeights(t *testing.T) {
 	q := newPicker(t, []Resource[string]{{Key: "a"}}, cfg2)
 
 	m := p.met
-	require.Equal(t, 100.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "a")))
-	require.Equal(t, 30.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "b")))
+	require.Equal(t, 100.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "", "a")))
+	require.Equal(t, 30.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "", "b")))
 
 	a := lookup(t, p, "a")
 	p.Failure(a, errBoom)
-	require.Equal(t, 50.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "a")))
-	require.Equal(t, 100.0, testutil.ToFloat64(m.weight.WithLabelValues("payments", "a")))
+	require.Equal(t, 50.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "", "a")))
+	require.Equal(t, 100.0, testutil.ToFloat64(m.weight.WithLabelValues("payments", "", "a")))
 	failN(p, a, 6)
-	require.Equal(t, 0.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "a")))
-	require.Equal(t, 1.0, testutil.ToFloat64(m.downs.WithLabelValues("orders", "a")))
+	require.Equal(t, 0.0, testutil.ToFloat64(m.weight.WithLabelValues("orders", "", "a")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.downs.WithLabelValues("orders", "", "a")))
 
 	// Removing a key removes its series.
 	require.NoError(t, p.Update([]Resource[string]{{Key: "a"}}))
@@ -60,5 +60,28 @@ func TestWeightGaugeNotLeftStaleByReorderedReports(t *testing.T) {
 	p.Failure(a, errBoom)
 	require.Equal(t, 25.0, a.Weight())
 	p.changed(a.n, false, false, 100, 50, errBoom) // A's late bookkeeping
-	require.Equal(t, 25.0, testutil.ToFloat64(p.met.weight.WithLabelValues("", "a")))
+	require.Equal(t, 25.0, testutil.ToFloat64(p.met.weight.WithLabelValues("", "", "a")))
+}
+
+// A resource's cluster and endpoint are separate labels; a pair named twice
+// is refused, and an Update that moves a key's place moves its series.
+func TestMetricsClusterAndEndpointLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := noRecovery[string]()
+	cfg.Registerer = reg
+	cfg.Name = "producer/orders"
+	p := newPicker(t, []Resource[string]{
+		{Key: "dc1/h1:1", Cluster: "dc1", Endpoint: "h1:1"},
+		{Key: "dc2/h2:1", Cluster: "dc2", Endpoint: "h2:1", InitWeight: 30},
+	}, cfg)
+	require.Equal(t, 30.0, testutil.ToFloat64(p.met.weight.WithLabelValues("producer/orders", "dc2", "h2:1")))
+
+	err := p.Update([]Resource[string]{{Key: "x", Cluster: "dc1", Endpoint: "h1:1"}, {Key: "y", Cluster: "dc1", Endpoint: "h1:1"}})
+	require.ErrorIs(t, err, ErrInvalidResource)
+
+	require.NoError(t, p.Update([]Resource[string]{{Key: "dc1/h1:1", Cluster: "dc1", Endpoint: "h1:2"}}))
+	n, err := testutil.GatherAndCount(reg, "twinmq_failover_weight")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 100.0, testutil.ToFloat64(p.met.weight.WithLabelValues("producer/orders", "dc1", "h1:2")))
 }

@@ -143,6 +143,7 @@ func (p *Picker[T]) Update(resources []Resource[T]) error {
 	}
 	prep := make([]prepared, len(resources))
 	seen := make(map[string]struct{}, len(resources))
+	places := make(map[[2]string]string, len(resources))
 	for i := range resources {
 		r := &resources[i]
 		lim, init, err := r.normalize()
@@ -153,6 +154,12 @@ func (p *Picker[T]) Update(resources []Resource[T]) error {
 			return fmt.Errorf("resource %q: duplicate key: %w", r.Key, ErrInvalidResource)
 		}
 		seen[r.Key] = struct{}{}
+		place := r.place()
+		if other, dup := places[place]; dup {
+			return fmt.Errorf("resource %q: cluster %q and endpoint %q already name resource %q: %w",
+				r.Key, place[0], place[1], other, ErrInvalidResource)
+		}
+		places[place] = r.Key
 		prep[i] = prepared{r: r, lim: lim, init: init}
 	}
 	slices.SortStableFunc(prep, func(a, b prepared) int {
@@ -178,8 +185,13 @@ func (p *Picker[T]) Update(resources []Resource[T]) error {
 		lim := pr.lim
 		if n != nil {
 			p.rescale(n, &lim)
+			if place := pr.r.place(); place != n.place {
+				p.met.detach(p.name, n)
+				n.place = place
+				p.met.attach(p.name, n)
+			}
 		} else {
-			n = &node{key: pr.r.Key}
+			n = &node{key: pr.r.Key, place: pr.r.place()}
 			n.lim.Store(&lim)
 			n.weight.Store(math.Float64bits(pr.init))
 			if isDown(pr.init, &lim) {

@@ -29,7 +29,7 @@ func TestReconfigureKeepsHealthHandlesAndSeries(t *testing.T) {
 	require.True(t, a.IsDown(), "health carries over")
 	p.Failure(b, errBoom)
 	require.Equal(t, 25.0, b.Weight(), "the new failure factor applies")
-	require.Equal(t, 25.0, testutil.ToFloat64(p.met.weight.WithLabelValues("orders", "b")))
+	require.Equal(t, 25.0, testutil.ToFloat64(p.met.weight.WithLabelValues("orders", "", "b")))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
 	require.Equal(t, series, n)

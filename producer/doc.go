@@ -273,8 +273,10 @@
 // on; shadow "true" or "false"), twinmq_producer_send_duration_seconds{topic,shadow}
 // and twinmq_producer_config_rejected_total; batch sizes, flush reasons and
 // buffered bytes as twinmq_batch_*; failover weights as
-// twinmq_failover_weight{picker="producer/<topic>",resource="<cluster>/<endpoint>"}
+// twinmq_failover_weight{picker="producer/<topic>",cluster,endpoint}
 // (picker "producer/shadow/<topic>" for a shadow side);
-// configuration reloads as twinmq_config_reloads_total; RPCs as the
-// driver's collectors. Logging goes to the WithLogger logger only.
+// configuration reloads as twinmq_config_reloads_total{watcher="producer"}
+// (when the producer started its own watcher); RPCs as the driver's
+// twinmq_driver_*{cluster,client} (one client per cluster). Close removes
+// every series of the producer. Logging goes to the WithLogger logger only.
 package producer

@@ -137,7 +137,7 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 			}
 			src = config.Static(o.Config)
 		}
-		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer})
+		p.watcher, err = config.Start(ctx, src, config.Options{Logger: o.Logger, Registerer: o.Registerer, Name: "producer"})
 		if err != nil {
 			p.bgCancel()
 			return nil, startError(ctx, err)
@@ -336,7 +336,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 				}
 				if client == nil {
 					var err error
-					client, err = p.newClient(cfg, cc.TLS, cred, topicsOfClient(cfg, key))
+					client, err = p.newClient(cfg, cc.Name, cc.TLS, cred, topicsOfClient(cfg, key))
 					if err != nil {
 						rollback()
 						return fmt.Errorf("topic %q cluster %q: %w", name, cc.Name, err)
@@ -391,11 +391,12 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 	return nil
 }
 
-// newClient creates a RocketMQ client for clusters sharing one TLS and
+// newClient creates a RocketMQ client for a cluster and one TLS and
 // credentials setting.
-func (p *Producer) newClient(cfg *config.Config, useTLS bool, cred *driver.Credentials, topics []string) (*driver.Client, error) {
+func (p *Producer) newClient(cfg *config.Config, cluster string, useTLS bool, cred *driver.Credentials, topics []string) (*driver.Client, error) {
 	p.clientSeq++
 	dc := driver.Config{
+		Cluster:        cluster,
 		Type:           driver.Producer,
 		Topics:         topics,
 		RequestTimeout: cfg.Timeouts.Request.D(),

@@ -125,6 +125,8 @@ func (ts *topicState) resourcesLocked() []failover.Resource[*brokerTarget] {
 		for _, b := range c.brokers {
 			rs = append(rs, failover.Resource[*brokerTarget]{
 				Key:       resourceKey(c.name, b.endpoint),
+				Cluster:   c.name,
+				Endpoint:  b.endpoint,
 				Value:     b,
 				Priority:  c.priority,
 				MaxWeight: w,
@@ -169,10 +171,11 @@ func physicalOf(logic string, c config.Cluster) string {
 }
 
 // clientKeyOf tells apart the RocketMQ clients a configuration needs: one
-// per combination of TLS and credentials, shared by every cluster using it.
+// per cluster (by name, so that the client's metrics carry its cluster) and
+// combination of TLS and credentials, shared by the logic topics on it.
 func clientKeyOf(cfg *config.Config, c config.Cluster) (string, *driver.Credentials) {
 	var cred *driver.Credentials
-	key := fmt.Sprintf("tls=%t", c.TLS)
+	key := fmt.Sprintf("cluster=%s|tls=%t", c.Name, c.TLS)
 	if c.Credentials != "" {
 		cr := cfg.Credentials[c.Credentials]
 		cred = &driver.Credentials{AccessKey: cr.AccessKey, SecretKey: cr.AccessSecret}

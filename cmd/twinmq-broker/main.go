@@ -36,7 +36,8 @@
 // Each broker keeps its data in dataDir/<broker name>. flush is "async"
 // (periodic fsync) or "sync" (a send returns after its fsync). Topic types
 // are NORMAL, FIFO, DELAY, TRANSACTION or MIXED. metricsListen, when set,
-// serves Prometheus metrics on /metrics.
+// serves Prometheus metrics on /metrics: the brokers' twinmq_broker_*, and
+// the process's Go runtime (go_*) and process (process_*) metrics.
 //
 // Optional keys: "tls": {"certFile": "...", "keyFile": "..."} serves TLS
 // (PEM files); "users": [{"accessKey", "secretKey", "super", "publish",
@@ -66,6 +67,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -248,6 +250,9 @@ func newLogger(level string) (*zap.Logger, error) {
 // receives the brokers' addresses once all serve.
 func run(ctx context.Context, fc *fileConfig, log *zap.Logger, ready func(addrs []string)) error {
 	reg := prometheus.NewRegistry()
+	// The process's own health beside the brokers': Go runtime (goroutines,
+	// GC, heap) and process (CPU, memory, descriptors) metrics.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfgs, err := fc.brokerConfigs(log, reg)
 	if err != nil {
 		return err

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -146,4 +149,36 @@ func TestExampleConfigIsValid(t *testing.T) {
 		_, err := broker.New(c)
 		require.NoError(t, err)
 	}
+}
+
+func TestMetricsIncludeGoRuntimeAndProcess(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	metricsAddr := lis.Addr().String()
+	require.NoError(t, lis.Close())
+	fc, err := loadConfig(strings.NewReader(`{
+	  "cluster": "c1", "dataDir": "` + t.TempDir() + `", "metricsListen": "` + metricsAddr + `",
+	  "brokers": [{"name": "b0", "listen": "127.0.0.1:0"}],
+	  "topics": [{"name": "orders", "queues": 1}]
+	}`))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, fc, zap.NewNop(), func([]string) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
+		assert.Contains(t, string(body), "\n"+name+" ", name)
+	}
+	cancel()
+	require.NoError(t, <-done)
 }

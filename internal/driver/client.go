@@ -98,7 +98,7 @@ func New(cfg Config) (*Client, error) {
 		// The born host is a protobuf string: it must be UTF-8.
 		host = "localhost"
 	}
-	met, err := newMetrics(cfg.Registerer)
+	met, err := newMetrics(cfg.Registerer, cfg.Cluster, id)
 	if err != nil {
 		return nil, err
 	}
@@ -416,6 +416,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, ep := range all {
 		_ = ep.conn.Close()
 	}
+	c.met.remove()
 	var first error
 	for _, err := range errs {
 		if err != nil {

@@ -200,8 +200,12 @@ type Config struct {
 	ClientID string
 	// Logger receives the driver's logs. Default zap.NewNop().
 	Logger *zap.Logger
-	// Registerer, when set, receives the driver's metrics.
+	// Registerer, when set, receives the driver's metrics, labelled with
+	// Cluster and the client id; Close removes the client's series.
 	Registerer prometheus.Registerer
+	// Cluster names the cluster this client talks to: the "cluster" label
+	// of its metrics (the driver itself does not use it).
+	Cluster string
 }
 
 func (c *Config) validateAndDefault() error {

@@ -10,47 +10,73 @@ import (
 	"github.com/twinmq/twinmq/internal/promreg"
 )
 
-// metrics are the driver's Prometheus collectors. A nil *metrics (no
-// Registerer configured) records nothing.
+// metrics are a Client's view of the driver's Prometheus collectors,
+// curried with its cluster (Config.Cluster) and its client id, so that the
+// Clients sharing a registry share the collectors and Close removes exactly
+// its own series. A nil *metrics (no Registerer configured) records
+// nothing.
 type metrics struct {
-	calls      *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	reconnects prometheus.Counter
+	calls      *prometheus.CounterVec // rpc, result
+	latency    prometheus.ObserverVec // rpc
+	reconnects *prometheus.CounterVec // no label left
+	shared     []deleter              // the uncurried collectors
+	own        prometheus.Labels      // cluster and client
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+type deleter interface {
+	DeletePartialMatch(prometheus.Labels) int
+}
+
+func newMetrics(reg prometheus.Registerer, cluster, clientID string) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
-	m := &metrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "twinmq", Subsystem: "driver", Name: "rpc_total",
-			Help: "RocketMQ RPCs by method and outcome class.",
-		}, []string{"rpc", "result"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "twinmq", Subsystem: "driver", Name: "rpc_duration_seconds",
-			Help:    "Latency of RocketMQ RPCs (receives include long polling).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 17),
-		}, []string{"rpc"}),
-		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "twinmq", Subsystem: "driver", Name: "telemetry_reconnects_total",
-			Help: "Telemetry streams reopened after an error.",
-		}),
-	}
+	own := []string{"cluster", "client"}
+	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "twinmq", Subsystem: "driver", Name: "rpc_total",
+		Help: "RocketMQ RPCs by cluster, client, method and outcome class.",
+	}, append(own, "rpc", "result"))
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "twinmq", Subsystem: "driver", Name: "rpc_duration_seconds",
+		Help:    "Latency of RocketMQ RPCs by cluster, client and method (receives include long polling).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 17),
+	}, append(own, "rpc"))
+	reconnects := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "twinmq", Subsystem: "driver", Name: "telemetry_reconnects_total",
+		Help: "Telemetry streams reopened after an error, by cluster and client.",
+	}, own)
 	var err error
-	m.calls, err = register(reg, m.calls)
-	if err != nil {
+	if calls, err = register(reg, calls); err != nil {
 		return nil, err
 	}
-	m.latency, err = register(reg, m.latency)
-	if err != nil {
+	if latency, err = register(reg, latency); err != nil {
 		return nil, err
 	}
-	m.reconnects, err = register(reg, m.reconnects)
-	if err != nil {
+	if reconnects, err = register(reg, reconnects); err != nil {
 		return nil, err
+	}
+	labels := prometheus.Labels{"cluster": cluster, "client": clientID}
+	m := &metrics{shared: []deleter{calls, latency, reconnects}, own: labels}
+	if m.calls, err = calls.CurryWith(labels); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if m.latency, err = latency.CurryWith(labels); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if m.reconnects, err = reconnects.CurryWith(labels); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return m, nil
+}
+
+// remove deletes the Client's series (Close).
+func (m *metrics) remove() {
+	if m == nil {
+		return
+	}
+	for _, d := range m.shared {
+		d.DeletePartialMatch(m.own)
+	}
 }
 
 // register registers c, or returns the collector already registered under
@@ -76,7 +102,7 @@ func (m *metrics) telemetryReconnect() {
 	if m == nil {
 		return
 	}
-	m.reconnects.Inc()
+	m.reconnects.WithLabelValues().Inc()
 }
 
 func resultLabel(err error) string {

@@ -56,7 +56,10 @@ func TestMetricsShareARegisterer(t *testing.T) {
 		_, err := c.Send(ctxT(t), f.addr, []*Message{{Topic: "orders", Body: []byte("x")}})
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 2.0, testutil.ToFloat64(a.met.calls.WithLabelValues("SendMessage", "ok")))
+	// One collector, a series per client.
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.met.calls.WithLabelValues("SendMessage", "ok")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(b.met.calls.WithLabelValues("SendMessage", "ok")))
+	assert.Equal(t, 2, testutil.CollectAndCount(reg, "twinmq_driver_rpc_total"))
 	_, err := a.QueryRoute(ctxT(t), f.addr, "")
 	assert.ErrorIs(t, err, ErrBadRequest)
 }
