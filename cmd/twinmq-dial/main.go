@@ -127,8 +127,13 @@ func run(ctx context.Context, f *flags, log *zap.Logger, ready func(addr string)
 	log.Info("stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
-	<-served
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	// Serve returns http.ErrServerClosed once Shutdown began: the normal end.
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
 	return nil
 }
 

@@ -74,7 +74,8 @@ func freePort() (string, error) {
 
 // start runs the process and waits until it accepts connections.
 func (p *proc) start(ctx context.Context) error {
-	cmd := exec.Command(p.binary, "-config", p.config, "-broker", p.name)
+	cmd := exec.Command(p.binary, "-config", p.config, "-broker", p.name) //nolint:gosec // G204: the broker binary this harness built, with its own config
+
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("broker %s: %w", p.name, err)
@@ -144,7 +145,8 @@ func (p *proc) stop(timeout time.Duration) {
 // buildBroker builds the twinmq-broker command into dir.
 func buildBroker(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, "twinmq-broker")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/twinmq/twinmq/cmd/twinmq-broker")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/twinmq/twinmq/cmd/twinmq-broker") //nolint:gosec // G204: builds this module's own broker into a temporary directory
+
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build twinmq-broker: %w: %s", err, b)
 	}
