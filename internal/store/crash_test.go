@@ -149,7 +149,7 @@ func runCrashChain(t *testing.T, seed uint64, gens int, where map[string]int) {
 	for i := range model.noise {
 		model.noise[i] = byte(rng.Uint32())
 	}
-	fs := vfs.NewMem(seed)
+	fs := vfs.NewMem(seed, vfs.Strict())
 	// The checkpoint protocol must make the fallback (rebuilding every queue
 	// from the whole log) unnecessary: count it.
 	core, logs := observer.New(zap.WarnLevel)
