@@ -148,6 +148,29 @@ func (m *MemFS) Writes() int64 {
 // directory; a process crash keeps the current ones. The clone is strict
 // when m is.
 func (m *MemFS) CrashClone(keepUnsynced bool) *MemFS {
+	keep := keepAll
+	if !keepUnsynced {
+		keep = keepSome
+	}
+	return m.crashClone(keep)
+}
+
+// SyncedClone returns a new MemFS holding only what was synced: the worst
+// power loss, which takes every unsynced write (and, on a strict MemFS,
+// every name change since its directory's last SyncDir). A test uses it to
+// force a loss that CrashClone leaves to chance.
+func (m *MemFS) SyncedClone() *MemFS { return m.crashClone(keepNone) }
+
+type keepMode int
+
+const (
+	keepSome keepMode = iota // a random prefix of the unsynced writes
+	keepAll                  // a process crash
+	keepNone                 // only what was synced
+)
+
+func (m *MemFS) crashClone(mode keepMode) *MemFS {
+	keepUnsynced := mode == keepAll
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := NewMem(m.rng.Uint64())
@@ -168,14 +191,17 @@ func (m *MemFS) CrashClone(keepUnsynced bool) *MemFS {
 		n := files[name]
 		data := append([]byte(nil), n.data...)
 		if !keepUnsynced && len(n.undo) > 0 {
-			keep := m.rng.IntN(len(n.undo) + 1)
+			keep := 0
+			if mode == keepSome {
+				keep = m.rng.IntN(len(n.undo) + 1)
+			}
 			for i := len(n.undo) - 1; i > keep; i-- {
 				data = n.undo[i].apply(data, 0)
 			}
 			if keep < len(n.undo) {
 				u := n.undo[keep]
 				torn := int64(0)
-				if u.n > 0 {
+				if u.n > 0 && mode == keepSome {
 					torn = m.rng.Int64N(u.n)
 				}
 				data = u.apply(data, torn)

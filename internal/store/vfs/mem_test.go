@@ -270,3 +270,23 @@ func TestOSSyncDir(t *testing.T) {
 	require.Equal(t, "data", string(readAll(t, fs, dir+"/g")))
 	require.ErrorIs(t, fs.SyncDir(dir+"/missing"), os.ErrNotExist)
 }
+
+func TestSyncedCloneKeepsOnlyWhatWasSynced(t *testing.T) {
+	for seed := uint64(0); seed < 20; seed++ {
+		m := NewMem(seed, Strict())
+		require.NoError(t, m.MkdirAll("/d", 0o755))
+		writeFile(t, m, "/d/f", "0123456789")
+		require.NoError(t, m.SyncDir("/d"))
+		f, err := m.OpenFile("/d/f", os.O_RDWR, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte("later"), 10)
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(3))
+		_, err = f.WriteAt([]byte("X"), 0)
+		require.NoError(t, err)
+		writeFile(t, m, "/d/new", "unnamed") // synced data, unsynced name
+		img := m.SyncedClone()
+		require.Equal(t, "0123456789", string(readAll(t, img, "/d/f")))
+		require.False(t, exists(t, img, "/d/new"))
+	}
+}
