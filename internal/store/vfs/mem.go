@@ -40,6 +40,7 @@ type MemFS struct {
 	crashAt int64 // crash on this write (1-based); 0 = never
 	crashed bool
 	crashIn string // file of the torn write
+	crashOp string // what the crash fell on: write, truncate, rename, remove
 	rng     *rand.Rand
 
 	strict  bool
@@ -132,6 +133,14 @@ func (m *MemFS) CrashedIn() string {
 	return m.crashIn
 }
 
+// CrashedOp returns the operation the crash fell on: "write", "truncate",
+// "rename" or "remove" ("" before a crash).
+func (m *MemFS) CrashedOp() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.crashOp
+}
+
 // Writes returns the number of WriteAt calls (on a strict MemFS, also
 // truncations, renames and removals) so far.
 func (m *MemFS) Writes() int64 {
@@ -222,7 +231,7 @@ func (m *MemFS) crashClone(mode keepMode) *MemFS {
 // reports whether the crash falls on it; the caller then applies the
 // operation when apply is true and fails with ErrCrashed. Called with mu
 // held.
-func (m *MemFS) crashPoint(name string) (crash, apply bool) {
+func (m *MemFS) crashPoint(op, name string) (crash, apply bool) {
 	if !m.strict {
 		return false, true
 	}
@@ -232,6 +241,7 @@ func (m *MemFS) crashPoint(name string) (crash, apply bool) {
 	}
 	m.crashed = true
 	m.crashIn = name
+	m.crashOp = op
 	return true, m.rng.IntN(2) == 0
 }
 
@@ -295,7 +305,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 		if err := m.mutating(); err != nil {
 			return nil, err
 		}
-		crash, apply := m.crashPoint(name)
+		crash, apply := m.crashPoint("truncate", name)
 		if apply {
 			m.truncateLocked(n, 0)
 		}
@@ -315,7 +325,7 @@ func (m *MemFS) Remove(name string) error {
 		return err
 	}
 	if _, ok := m.files[name]; ok {
-		crash, apply := m.crashPoint(name)
+		crash, apply := m.crashPoint("remove", name)
 		if apply {
 			delete(m.files, name)
 		}
@@ -424,7 +434,7 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	if !m.dirs[path.Dir(newname)] {
 		return &os.PathError{Op: "rename", Path: newname, Err: os.ErrNotExist}
 	}
-	crash, apply := m.crashPoint(oldname)
+	crash, apply := m.crashPoint("rename", oldname)
 	if apply {
 		delete(m.files, oldname)
 		m.files[newname] = n
@@ -585,6 +595,7 @@ func (f *memFile) writeAt(p []byte, off int64, count bool) (int, error) {
 	if crash {
 		fs.crashed = true
 		fs.crashIn = f.name
+		fs.crashOp = "write"
 		return len(p), ErrCrashed
 	}
 	return len(p), nil
@@ -617,7 +628,7 @@ func (f *memFile) Truncate(size int64) error {
 	if err := f.fs.mutating(); err != nil {
 		return err
 	}
-	crash, apply := f.fs.crashPoint(f.name)
+	crash, apply := f.fs.crashPoint("truncate", f.name)
 	if apply {
 		f.fs.truncateLocked(f.node, size)
 	}

@@ -196,6 +196,7 @@ func TestStrictCrashAtTruncateRenameRemove(t *testing.T) {
 				require.ErrorIs(t, op(m, f), ErrCrashed)
 				require.True(t, m.Crashed())
 				require.Equal(t, "/d/f", m.CrashedIn())
+				require.Equal(t, name, m.CrashedOp())
 				require.Equal(t, before+1, m.Writes())
 				require.ErrorIs(t, m.SyncDir("/d"), ErrCrashed)
 				img := m.CrashClone(true)
