@@ -393,8 +393,13 @@ func (s *Store) scanLog(from int64) (int64, error) {
 		}
 		window := min(max(int64(s.opts.DispatchChunk), int64(need)), g.end()-pos)
 		b, err := s.readLogShort(buf, pos, int(window))
-		if err != nil {
-			return good, nil // nothing readable there: the log ends
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errSegmentGone):
+			return good, nil // nothing there: the log ends
+		case err != nil:
+			// Not the end of the log: cutting it here would drop what
+			// follows. Open fails instead and may be retried.
+			return good, fmt.Errorf("store: scan log: %w", err)
 		}
 		buf = b
 		p, jumped := 0, false

@@ -135,3 +135,30 @@ func TestOpenAndReadFaults(t *testing.T) {
 		require.Equal(t, msg("t", 0, i).Body, m.Body)
 	}
 }
+
+// A read that fails while recovery scans the log fails Open: it used to be
+// taken for the end of the log, and the log was cut there, taking
+// acknowledged messages with it.
+func TestRecoveryScanReadFaultFailsOpen(t *testing.T) {
+	fs := vfs.NewMem(48, vfs.Strict())
+	s := openMem(t, fs, func(o *Options) { o.Flush = FlushSync })
+	for i := range 20 {
+		_, err := s.Append(testCtx(t), []Message{msg("t", 0, i)})
+		require.NoError(t, err)
+	}
+	img := fs.CrashClone(true) // a process crash: the next open scans the log
+	require.NoError(t, s.Close())
+
+	img.ReadFault = func(name string, _ int64, _ int) error {
+		if strings.Contains(name, "/"+commitLogDir+"/") {
+			return errInjected
+		}
+		return nil
+	}
+	_, err := Open(testCtx(t), Options{Dir: "/data", FS: img, SegmentSize: MinSegmentSize, MaxMessageSize: 64 << 10})
+	require.ErrorIs(t, err, errInjected)
+	img.ReadFault = nil
+	s = openMem(t, img, nil)
+	defer s.Close()
+	require.Len(t, readAll(t, s, "t", 0), 20)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,7 +113,12 @@ func openLog(fs store.FS, dir string, perSeg int, fn func(entry)) (*timerLog, er
 			return nil, fmt.Errorf("timer: size of %s: %w", name, err)
 		}
 		data := make([]byte, size)
-		if _, err := f.ReadAt(data, 0); err != nil && int64(len(data)) != size {
+		// A failed read is no torn tail: the zeroes left in data would cut
+		// the segment to nothing.
+		if k, err := f.ReadAt(data, 0); int64(k) != size {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
 			l.close()
 			return nil, fmt.Errorf("timer: read %s: %w", name, err)
 		}

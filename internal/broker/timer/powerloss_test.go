@@ -1,7 +1,9 @@
 package timer
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +184,40 @@ func (r powerLossRig) powerLossAfterCheckpoint(t *testing.T, ok func(checkpoint)
 		return found && ok(cp)
 	})
 	return img
+}
+
+// A read that fails while the timer reads its log back fails Open: the
+// zeroed buffer used to be taken for a torn tail, the segment was cut to
+// nothing and its pending messages were never delivered.
+func TestLogReadFaultFailsOpen(t *testing.T) {
+	fs := vfs.NewMem(6, vfs.Strict())
+	sopts := store.Options{Dir: "/s", FS: fs, SegmentSize: store.MinSegmentSize, MaxMessageSize: 64 << 10}
+	st := openStore(t, sopts)
+	defer st.Close()
+	clock := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	tm := openTimer(t, st, fs, "/timer", newRecorder(clock, nil), func(o *Options) { o.Clock = clock })
+	for i := range 3 {
+		_, err := tm.Schedule(testCtx(t), delayed(fmt.Sprint("m", i), "dest", 0), clock.Now().Add(time.Minute))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tm.Close())
+
+	boom := errors.New("injected read fault")
+	fs.ReadFault = func(name string, _ int64, _ int) error {
+		if strings.HasSuffix(name, logSuffix) {
+			return boom
+		}
+		return nil
+	}
+	_, err := Open(testCtx(t), Options{Dir: "/timer", FS: fs, Store: st, Deliverer: newRecorder(clock, nil), Clock: clock})
+	require.ErrorIs(t, err, boom)
+	fs.ReadFault = nil
+
+	rec := newRecorder(clock, nil)
+	tm = openTimer(t, st, fs, "/timer", rec, func(o *Options) { o.Clock = clock })
+	defer tm.Close()
+	waitFor(t, 5*time.Second, "the three deliveries", func() bool {
+		clock.Advance(time.Second)
+		return rec.distinct() == 3
+	})
 }
