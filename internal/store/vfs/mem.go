@@ -62,6 +62,9 @@ type MemFS struct {
 	OpenFault func(name string, flag int) error
 	// RenameFault, when set, is called before each Rename and fails it (the
 	// rename not done) when it returns an error.
+	//
+	// Like WriteFault, the fault hooks are read without a lock: set them
+	// while no other goroutine uses the FS.
 	RenameFault func(oldname, newname string) error
 }
 

@@ -14,8 +14,8 @@
 //     no more) and can sync once for several names. A strict MemFS loses
 //     every name change a power loss could lose, so the crash tests catch a
 //     missing SyncDir.
-//   - Creating and removing whole directories (MkdirAll, RemoveAll) are rare
-//     and durable on return: the OS implementation fsyncs the parent.
+//   - MkdirAll and RemoveAll are rare and durable on return: the OS
+//     implementation fsyncs the parent directory for them.
 package vfs
 
 import (
@@ -54,9 +54,10 @@ type FS interface {
 	// OpenFile opens name with os.O_* flags (O_RDWR, O_CREATE, O_EXCL,
 	// O_RDONLY, O_TRUNC). A file it creates is durable after SyncDir.
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
-	// Remove deletes a file (durable after SyncDir) or an empty directory.
+	// Remove deletes a file or an empty directory; durable after SyncDir of
+	// its parent (MemFS makes a directory's removal durable at once).
 	Remove(name string) error
-	// RemoveAll deletes a path and everything below it.
+	// RemoveAll deletes a path and everything below it; durable on return.
 	RemoveAll(name string) error
 	// Rename moves a file atomically; durable after SyncDir of the target's
 	// directory.
@@ -64,7 +65,7 @@ type FS interface {
 	// SyncDir makes the names in dir durable: files created in it, renamed
 	// into or out of it, removed from it (fsync of the directory).
 	SyncDir(dir string) error
-	// MkdirAll creates a directory and its parents.
+	// MkdirAll creates a directory and its parents; durable on return.
 	MkdirAll(dir string, perm os.FileMode) error
 	// ReadDir lists the names in a directory, sorted.
 	ReadDir(dir string) ([]string, error)
