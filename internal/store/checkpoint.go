@@ -159,6 +159,9 @@ func (s *Store) applyRetention(now time.Time) error {
 		}
 		s.log.Info("store: retention deleted a segment", zap.String("segment", g.name))
 	}
+	if err := s.fs.SyncDir(filepath.Join(s.opts.Dir, commitLogDir)); err != nil {
+		return fmt.Errorf("store: delete segments: %w", err)
+	}
 	return nil
 }
 

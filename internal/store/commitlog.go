@@ -247,6 +247,12 @@ func (s *Store) createSegment(base int64) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: create segment: %w", err)
 	}
+	// The new name must be durable before any append in the file is
+	// acknowledged: a power loss would otherwise take the whole file.
+	if err := s.fs.SyncDir(filepath.Dir(name)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: create segment: %w", err)
+	}
 	if p, ok := f.(vfs.Preallocator); ok {
 		// Best effort: a file system without it (or short of space, which
 		// the writes will report) allocates as the log grows.

@@ -28,6 +28,9 @@ type consumeQueue struct {
 	dirty    bool
 	removed  []string // files to delete at the next persist
 	dirMade  bool     // set by persist once the directory exists
+	// dirUnsynced: persist created or removed a file whose name is not
+	// durable yet (only the checkpoint goroutine touches it).
+	dirUnsynced bool
 }
 
 // cqPersistMin is how many pending bytes make a queue worth writing at an
@@ -340,7 +343,13 @@ func (s *Store) persistQueue(q *consumeQueue, thorough bool) (int64, error) {
 		}
 		q.dirMade = true // only the checkpoint goroutine touches it
 	}
+	// A file written from its start may be new, and a removed one must stay
+	// removed: the directory is synced once the files are, before the
+	// checkpoint relies on them.
+	// The need outlives a failed attempt: the chunks count as written then.
+	q.dirUnsynced = q.dirUnsynced || len(removed) > 0
 	for _, w := range work {
+		q.dirUnsynced = q.dirUnsynced || w.off == 0
 		f, err := s.fs.OpenFile(w.name, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return fail(err)
@@ -368,6 +377,12 @@ func (s *Store) persistQueue(q *consumeQueue, thorough bool) (int64, error) {
 			}
 		}
 		q.mu.Unlock()
+	}
+	if q.dirUnsynced {
+		if err := s.fs.SyncDir(q.dir); err != nil {
+			return fail(err)
+		}
+		q.dirUnsynced = false
 	}
 	return noPending, nil
 }

@@ -29,7 +29,8 @@ type crashModel struct {
 	attempted map[string]Message
 	acked     map[queueKey]map[int64]Message
 	seq       int
-	noise     []byte // random bytes that message bodies are cut from
+	noise     []byte          // random bytes that message bodies are cut from
+	optsAcked map[string]bool // topics whose SetTopicOptions returned nil
 }
 
 type queueKey struct {
@@ -107,6 +108,9 @@ func (m *crashModel) check(t *testing.T, s *Store, label string) {
 			}
 		}
 	}
+	for topic := range m.optsAcked {
+		require.Equal(t, TopicOptions{BatchCQ: true}, s.topicOpts[topic], "%s: acked options of %s lost", label, topic)
+	}
 }
 
 func crashOptions(fs vfs.FS, log *zap.Logger) Options {
@@ -118,38 +122,43 @@ func crashOptions(fs vfs.FS, log *zap.Logger) Options {
 }
 
 // TestCrashRecovery crashes a store under concurrent appends (sync flush in
-// two generations out of three, async in the rest) at a random write, tearing
-// that write at a random byte (a log record, a consume-queue entry or a
-// checkpoint), takes a power-loss image of the disk, reopens it and checks
-// it; chains of generations build on the recovered images. Set
+// two generations out of three, async in the rest) and topic-option changes
+// at a random file operation: a write torn at a random byte (a log record, a
+// consume-queue entry or a checkpoint), or a truncation, rename or removal
+// that happens or not. It takes a power-loss image of the disk (a strict
+// file system: names not synced into their directory are lost too), reopens
+// it and checks it; chains of generations build on the recovered images. Set
 // STORE_CRASH_LONG=1 for a run ten times as long.
 func TestCrashRecovery(t *testing.T) {
 	chains, gens := 120, 10 // 1200 generations, each armed with a crash point
 	if os.Getenv("STORE_CRASH_LONG") != "" {
 		chains = 1000
 	}
-	where := map[string]int{}
+	where, ops := map[string]int{}, map[string]int{}
 	for c := 0; c < chains; c++ {
-		runCrashChain(t, uint64(c), gens, where)
+		runCrashChain(t, uint64(c), gens, where, ops)
 	}
 	crashes := 0
 	for _, n := range where {
 		crashes += n
 	}
-	t.Logf("%d crash points hit: %v", crashes, where)
+	t.Logf("%d crash points hit: %v; by operation %v", crashes, where, ops)
 	require.GreaterOrEqual(t, crashes, 1000)
 	require.Positive(t, where[commitLogDir], "no crash tore a log record")
 	require.Positive(t, where[cqDir], "no crash tore a queue entry")
 	require.Positive(t, where[checkpointName], "no crash tore a checkpoint")
+	require.Positive(t, ops["rename"], "no crash fell on a rename")
+	require.Positive(t, ops["remove"], "no crash fell on a removal")
 }
 
-func runCrashChain(t *testing.T, seed uint64, gens int, where map[string]int) {
+func runCrashChain(t *testing.T, seed uint64, gens int, where, ops map[string]int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	model := &crashModel{attempted: map[string]Message{}, acked: map[queueKey]map[int64]Message{}, noise: make([]byte, 1<<16)}
+	model := &crashModel{attempted: map[string]Message{}, acked: map[queueKey]map[int64]Message{}, noise: make([]byte, 1<<16),
+		optsAcked: map[string]bool{}}
 	for i := range model.noise {
 		model.noise[i] = byte(rng.Uint32())
 	}
-	fs := vfs.NewMem(seed)
+	fs := vfs.NewMem(seed, vfs.Strict())
 	// The checkpoint protocol must make the fallback (rebuilding every queue
 	// from the whole log) unnecessary: count it.
 	core, logs := observer.New(zap.WarnLevel)
@@ -170,7 +179,12 @@ func runCrashChain(t *testing.T, seed uint64, gens int, where map[string]int) {
 			require.NoError(t, s.SetTopicOptions("batched", TopicOptions{BatchCQ: true}))
 		}
 		model.check(t, s, label+" reopen")
-		fs.CrashAtWrite(int64(1 + rng.IntN(60)))
+		// One generation in four crashes in Close instead (its final
+		// flush, checkpoint and the removal of the abort marker).
+		atClose := rng.IntN(4) == 0
+		if !atClose {
+			fs.CrashAtWrite(int64(1 + rng.IntN(60)))
+		}
 		var wg sync.WaitGroup
 		// Thorough checkpoints during the appends put queue-file writes
 		// (and so torn queue entries) among the crash points.
@@ -187,6 +201,21 @@ func runCrashChain(t *testing.T, seed uint64, gens int, where map[string]int) {
 				if s.checkpoint(true) != nil {
 					return
 				}
+			}
+		}()
+		// Topic options are saved by a rename.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 3; k++ {
+				time.Sleep(200 * time.Microsecond) // among the appends
+				topic := fmt.Sprintf("opts-%d-%d", g, k)
+				if s.SetTopicOptions(topic, TopicOptions{BatchCQ: true}) != nil {
+					return
+				}
+				model.mu.Lock()
+				model.optsAcked[topic] = true
+				model.mu.Unlock()
 			}
 		}()
 		for w := 0; w < 4; w++ {
@@ -218,8 +247,12 @@ func runCrashChain(t *testing.T, seed uint64, gens int, where map[string]int) {
 		wg.Wait()
 		close(stop)
 		<-cpDone
+		if atClose {
+			fs.CrashAtWrite(int64(1 + rng.IntN(4)))
+		}
 		s.Close()
 		if fs.Crashed() {
+			ops[fs.CrashedOp()]++
 			in := fs.CrashedIn()
 			switch {
 			case strings.Contains(in, "/"+commitLogDir+"/"):

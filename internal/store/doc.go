@@ -106,6 +106,15 @@
 // The two checkpoint slots alternate and carry a CRC, so a torn checkpoint
 // write falls back to the previous one.
 //
+// Names are durable only once their directory is synced (see package vfs),
+// so the store syncs the directory before it relies on a name: a new
+// segment before an append in it is acknowledged, new or deleted queue files
+// before the checkpoint that counts on them, the checkpoint file once per
+// run, the renamed topics.json before SetTopicOptions returns, the abort
+// marker at Open and its removal at Close, deleted segments after retention
+// and recovery. The crash tests run on a strict in-memory file system that
+// loses every name change a power loss could lose.
+//
 // Open creates the abort marker; Close removes it after a final checkpoint.
 // If the marker is absent and the checkpoint's log end matches the files,
 // Open trusts the files and scans nothing, unless a queue file turns out

@@ -41,7 +41,7 @@ func fillSegmentExactly(t *testing.T, s *Store, topic string, q int32) int64 {
 // merge them into one log read, which crossed the segment boundary and
 // failed, for good, for every offset whose read reached the boundary.
 func TestReadAcrossExactSegmentEnd(t *testing.T) {
-	s := openMem(t, vfs.NewMem(101), func(o *Options) { o.MaxMessageSize = 256 << 10 })
+	s := openMem(t, vfs.NewMem(101, vfs.Strict()), func(o *Options) { o.MaxMessageSize = 256 << 10 })
 	defer s.Close()
 	ctx := testCtx(t)
 	last := fillSegmentExactly(t, s, "X", 0)
@@ -68,7 +68,7 @@ func TestReadAcrossExactSegmentEnd(t *testing.T) {
 // sentinels (callers look for ErrOffsetOutOfRange to move a consumer on).
 // The minimums now move first; a Read in between gets ErrOffsetOutOfRange.
 func TestReadDuringRetentionGivesTypedError(t *testing.T) {
-	s := openMem(t, vfs.NewMem(102), func(o *Options) {
+	s := openMem(t, vfs.NewMem(102, vfs.Strict()), func(o *Options) {
 		o.MaxMessageSize = 256 << 10
 		o.RetentionBytes = MinSegmentSize
 		o.CheckpointInterval = time.Hour
@@ -106,7 +106,7 @@ func TestReadDuringRetentionGivesTypedError(t *testing.T) {
 // used to accept it, and the first SetTopicOptions then panicked assigning
 // into the nil map. It is ErrCorrupt now.
 func TestNullTopicsFileIsCorrupt(t *testing.T) {
-	fs := vfs.NewMem(103)
+	fs := vfs.NewMem(103, vfs.Strict())
 	s := openMem(t, fs, nil)
 	require.NoError(t, s.SetTopicOptions("T", TopicOptions{BatchCQ: true}))
 	require.NoError(t, s.Close())
@@ -149,7 +149,7 @@ func TestLongEscapedTopicIsRefused(t *testing.T) {
 // offset the log already held for another message. Now the queues are
 // rebuilt from the log.
 func TestTruncatedQueueFileAfterCleanClose(t *testing.T) {
-	fs := vfs.NewMem(104)
+	fs := vfs.NewMem(104, vfs.Strict())
 	mod := func(o *Options) { o.CQFileEntries = 4 }
 	s := openMem(t, fs, mod)
 	ctx := testCtx(t)
@@ -184,7 +184,7 @@ func TestTruncatedQueueFileAfterCleanClose(t *testing.T) {
 // its offsets started again at 0. The hole is made as in
 // TestQueueHoleTriggersFullRebuild.
 func TestRebuildAfterRetentionKeepsNextOffset(t *testing.T) {
-	fs := vfs.NewMem(105)
+	fs := vfs.NewMem(105, vfs.Strict())
 	mod := func(o *Options) {
 		o.CQFileEntries = 4
 		o.CheckpointInterval = time.Hour

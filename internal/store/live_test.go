@@ -14,7 +14,7 @@ import (
 // and parsed (as after a restart): plain and BatchCQ topics, several queues,
 // tags and none, across segment rolls.
 func TestLiveEntriesMatchTheLog(t *testing.T) {
-	fs := vfs.NewMem(1)
+	fs := vfs.NewMem(1, vfs.Strict())
 	s := openMem(t, fs, nil)
 	defer s.Close()
 	require.NoError(t, s.SetTopicOptions("B", TopicOptions{BatchCQ: true}))

@@ -97,6 +97,14 @@ func (s *Store) writeCheckpoint(c checkpointRec) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("store: checkpoint: %w", err)
 	}
+	if !s.cpNamed {
+		// The file may be new: its name must last like its bytes. Once per
+		// run (checkpointMu serialises the writers).
+		if err := s.fs.SyncDir(s.opts.Dir); err != nil {
+			return fmt.Errorf("store: checkpoint: %w", err)
+		}
+		s.cpNamed = true
+	}
 	return nil
 }
 
@@ -142,6 +150,11 @@ func (s *Store) saveTopicOptions() error {
 	if err == nil {
 		err = s.fs.Rename(tmp, filepath.Join(s.opts.Dir, topicsName))
 	}
+	if err == nil {
+		// Until the directory is synced a power loss may bring the old
+		// options back, or none.
+		err = s.fs.SyncDir(s.opts.Dir)
+	}
 	if err != nil {
 		return fmt.Errorf("store: save topic options: %w", err)
 	}
@@ -181,6 +194,11 @@ func (s *Store) recover(ctx context.Context) error {
 		return fmt.Errorf("store: create abort marker: %w", err)
 	}
 	f.Close()
+	// A marker a power loss can take back would make the next open trust a
+	// checkpoint that the crash left behind the log.
+	if err := s.fs.SyncDir(s.opts.Dir); err != nil {
+		return fmt.Errorf("store: create abort marker: %w", err)
+	}
 
 	cp, cpOK := s.readCheckpoint()
 	s.cpSeq = cp.seq
@@ -375,8 +393,13 @@ func (s *Store) scanLog(from int64) (int64, error) {
 		}
 		window := min(max(int64(s.opts.DispatchChunk), int64(need)), g.end()-pos)
 		b, err := s.readLogShort(buf, pos, int(window))
-		if err != nil {
-			return good, nil // nothing readable there: the log ends
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errSegmentGone):
+			return good, nil // nothing there: the log ends
+		case err != nil:
+			// Not the end of the log: cutting it here would drop what
+			// follows. Open fails instead and may be retried.
+			return good, fmt.Errorf("store: scan log: %w", err)
 		}
 		buf = b
 		p, jumped := 0, false
@@ -431,12 +454,14 @@ func (s *Store) cutLog(logEnd int64) error {
 	s.segMu.Lock()
 	defer s.segMu.Unlock()
 	keep := s.segs[:0]
+	removed := false
 	for _, g := range s.segs {
 		if g.base > logEnd {
 			g.f.Close()
 			if err := s.fs.Remove(g.name); err != nil {
 				return fmt.Errorf("store: remove segment past the log end: %w", err)
 			}
+			removed = true
 			continue
 		}
 		if logEnd < g.end() {
@@ -450,6 +475,11 @@ func (s *Store) cutLog(logEnd int64) error {
 		keep = append(keep, g)
 	}
 	s.segs = keep
+	if removed {
+		if err := s.fs.SyncDir(filepath.Join(s.opts.Dir, commitLogDir)); err != nil {
+			return fmt.Errorf("store: remove segment past the log end: %w", err)
+		}
+	}
 	if n := len(s.segs); n > 0 && s.segs[n-1].end() > logEnd {
 		s.segs[n-1].size = max(s.opts.SegmentSize, logEnd-s.segs[n-1].base)
 	}

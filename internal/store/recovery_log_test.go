@@ -15,7 +15,7 @@ import (
 func TestUncleanShutdownLoggedOnlyAfterOne(t *testing.T) {
 	const line = "store: recovered after an unclean shutdown"
 	core, logs := observer.New(zap.InfoLevel)
-	fs := vfs.NewMem(1)
+	fs := vfs.NewMem(1, vfs.Strict())
 	withLog := func(o *Options) { o.Logger = zap.New(core) }
 
 	s := openMem(t, fs, withLog)

@@ -62,6 +62,7 @@ type Store struct {
 
 	checkpointMu sync.Mutex // one checkpoint at a time
 	cpSeq        uint64
+	cpNamed      bool // the checkpoint file's name was synced in this run
 
 	pipe    *pipeline
 	quit    chan struct{}
@@ -146,6 +147,10 @@ func (s *Store) Close() error {
 	if ferr == nil && failed == nil && s.dispatchFailure() == nil {
 		if err = s.checkpoint(true); err == nil {
 			err = s.fs.Remove(filepath.Join(s.opts.Dir, abortName))
+			if err == nil {
+				// Else a power loss brings the marker back: a needless scan.
+				err = s.fs.SyncDir(s.opts.Dir)
+			}
 		}
 	}
 	s.wakeAllArrivals()

@@ -25,7 +25,7 @@ func bigMsg(topic string, q int32, i, size int) Message {
 }
 
 func TestSegmentRollAndRetentionBySize(t *testing.T) {
-	fs := vfs.NewMem(3)
+	fs := vfs.NewMem(3, vfs.Strict())
 	mod := func(o *Options) { o.CheckpointInterval = 5 * time.Millisecond; o.CQFileEntries = 16 }
 	s := openMem(t, fs, mod)
 	ctx := testCtx(t)
@@ -70,7 +70,7 @@ func TestSegmentRollAndRetentionBySize(t *testing.T) {
 }
 
 func TestRetentionByAge(t *testing.T) {
-	fs := vfs.NewMem(4)
+	fs := vfs.NewMem(4, vfs.Strict())
 	s := openMem(t, fs, func(o *Options) {
 		o.CheckpointInterval = 5 * time.Millisecond
 		o.RetentionAge = 50 * time.Millisecond
@@ -90,7 +90,7 @@ func TestRetentionByAge(t *testing.T) {
 }
 
 func TestArrivalsWakeLongPoll(t *testing.T) {
-	s := openMem(t, vfs.NewMem(5), nil)
+	s := openMem(t, vfs.NewMem(5, vfs.Strict()), nil)
 	defer s.Close()
 	ctx := testCtx(t)
 	ch := s.Arrivals("P")
@@ -123,7 +123,7 @@ func TestArrivalsWakeLongPoll(t *testing.T) {
 
 func TestOffsetByTime(t *testing.T) {
 	for _, batch := range []bool{false, true} {
-		s := openMem(t, vfs.NewMem(6), nil)
+		s := openMem(t, vfs.NewMem(6, vfs.Strict()), nil)
 		require.NoError(t, s.SetTopicOptions("T", TopicOptions{BatchCQ: batch}))
 		ctx := testCtx(t)
 		var stamps []int64
@@ -151,7 +151,7 @@ func TestOffsetByTime(t *testing.T) {
 }
 
 func TestFailedWriteLosesNothing(t *testing.T) {
-	fs := vfs.NewMem(7)
+	fs := vfs.NewMem(7, vfs.Strict())
 	var mu sync.Mutex
 	failNext := false
 	fs.WriteFault = func(name string, off int64, n int) (int, error) {
@@ -196,7 +196,7 @@ func TestFailedWriteLosesNothing(t *testing.T) {
 }
 
 func TestFailedFsyncStopsAppends(t *testing.T) {
-	fs := vfs.NewMem(8)
+	fs := vfs.NewMem(8, vfs.Strict())
 	var mu sync.Mutex
 	fail := false
 	fs.SyncFault = func(name string) error {
@@ -224,7 +224,7 @@ func TestFailedFsyncStopsAppends(t *testing.T) {
 }
 
 func TestCorruptRecordIsNeverReturned(t *testing.T) {
-	fs := vfs.NewMem(9)
+	fs := vfs.NewMem(9, vfs.Strict())
 	s := openMem(t, fs, nil)
 	ctx := testCtx(t)
 	for i := 0; i < 3; i++ {
@@ -259,7 +259,7 @@ func TestCorruptRecordIsNeverReturned(t *testing.T) {
 }
 
 func TestTornQueueFileIsRebuilt(t *testing.T) {
-	fs := vfs.NewMem(10)
+	fs := vfs.NewMem(10, vfs.Strict())
 	s := openMem(t, fs, func(o *Options) { o.CQFileEntries = 4 })
 	ctx := testCtx(t)
 	for i := 0; i < 10; i++ {
@@ -290,7 +290,7 @@ func TestTornQueueFileIsRebuilt(t *testing.T) {
 }
 
 func TestConcurrentAppendAndLongPollRead(t *testing.T) {
-	s := openMem(t, vfs.NewMem(11), func(o *Options) { o.DispatchChunk = 4096 })
+	s := openMem(t, vfs.NewMem(11, vfs.Strict()), func(o *Options) { o.DispatchChunk = 4096 })
 	defer s.Close()
 	ctx := testCtx(t)
 	const appenders, per, queues = 4, 150, 3
@@ -349,7 +349,7 @@ func TestConcurrentAppendAndLongPollRead(t *testing.T) {
 }
 
 func TestTopicOptionsAndLimits(t *testing.T) {
-	fs := vfs.NewMem(12)
+	fs := vfs.NewMem(12, vfs.Strict())
 	s := openMem(t, fs, nil)
 	ctx := testCtx(t)
 	_, err := s.Append(ctx, []Message{msg("X", 0, 0)})
@@ -389,7 +389,7 @@ func TestTopicOptionsAndLimits(t *testing.T) {
 }
 
 func TestQueueHoleTriggersFullRebuild(t *testing.T) {
-	fs := vfs.NewMem(13)
+	fs := vfs.NewMem(13, vfs.Strict())
 	mod := func(o *Options) { o.CQFileEntries = 4 }
 	s := openMem(t, fs, mod)
 	ctx := testCtx(t)
@@ -422,7 +422,7 @@ func TestQueueHoleTriggersFullRebuild(t *testing.T) {
 // acknowledged appends that follow: recovery scans from the middle of the
 // append instead of taking it for torn.
 func TestCheckpointInsideAnAppend(t *testing.T) {
-	fs := vfs.NewMem(21)
+	fs := vfs.NewMem(21, vfs.Strict())
 	s := openMem(t, fs, func(o *Options) {
 		o.Flush, o.CQFileEntries, o.CheckpointInterval = FlushSync, 4, time.Hour
 	})
@@ -473,7 +473,7 @@ func TestCheckpointInsideAnAppend(t *testing.T) {
 // The size validate returns is the exact size of the encoded batch, so that
 // Append sizes its buffer once.
 func TestValidateSizesTheRecords(t *testing.T) {
-	s := openMem(t, vfs.NewMem(31), nil)
+	s := openMem(t, vfs.NewMem(31, vfs.Strict()), nil)
 	defer s.Close()
 	msgs := []Message{msg("S", 0, 1), bigMsg("S", 0, 2, 3000), {Topic: "S", Body: []byte("x")}}
 	msgs[2].Properties = map[string]string{"a": "", "": "b", "long-key-of-some-length": strings.Repeat("v", 300)}

@@ -56,7 +56,7 @@ func readAll(t *testing.T, s *Store, topic string, q int32) []StoredMessage {
 func TestAppendReadRoundTrip(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batchCQ=%v", batch), func(t *testing.T) {
-			fs := vfs.NewMem(1)
+			fs := vfs.NewMem(1, vfs.Strict())
 			s := openMem(t, fs, nil)
 			require.NoError(t, s.SetTopicOptions("T", TopicOptions{BatchCQ: batch}))
 			ctx := testCtx(t)
@@ -107,7 +107,7 @@ func TestAppendReadRoundTrip(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	s := openMem(t, vfs.NewMem(2), nil)
+	s := openMem(t, vfs.NewMem(2, vfs.Strict()), nil)
 	defer s.Close()
 	ctx := testCtx(t)
 	_, err := s.Append(ctx, nil)

@@ -58,7 +58,9 @@
 // entry whose slot time is below T was delivered or rolled) and the next
 // system-topic offset to enqueue E (every message below E has a record in
 // the log). Writing it first syncs the timer log, then replaces the file
-// atomically. Recovery reads the log, truncating a torn tail, and puts back
+// atomically (a synced temporary file renamed over it) and syncs the
+// directory, which makes the rename durable along with the names of log
+// segments created or dropped since the last checkpoint. Recovery reads the log, truncating a torn tail, and puts back
 // every record with slot time >= T; then the tail resumes from E, skipping
 // offsets the log already holds. The wheel restarts at T, so a downtime
 // makes overdue messages go out at once, never before their time. The

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,7 +113,12 @@ func openLog(fs store.FS, dir string, perSeg int, fn func(entry)) (*timerLog, er
 			return nil, fmt.Errorf("timer: size of %s: %w", name, err)
 		}
 		data := make([]byte, size)
-		if _, err := f.ReadAt(data, 0); err != nil && int64(len(data)) != size {
+		// A failed read is no torn tail: the zeroes left in data would cut
+		// the segment to nothing.
+		if k, err := f.ReadAt(data, 0); int64(k) != size {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
 			l.close()
 			return nil, fmt.Errorf("timer: read %s: %w", name, err)
 		}
@@ -169,7 +175,9 @@ func (l *timerLog) append(e entry) error {
 	return nil
 }
 
-// sync makes every appended record durable. The fsyncs run outside the
+// sync makes every appended record durable, but not the names of segments
+// created or dropped since the last checkpoint: the checkpoint's directory
+// sync, which follows, covers them. The fsyncs run outside the
 // log's lock so that enqueues (and through them the wheel) never wait for
 // the disk; only the checkpoint goroutine syncs, drops or closes segments,
 // so the files stay open meanwhile.
@@ -266,7 +274,7 @@ func readCheckpoint(fs store.FS, dir string) (checkpoint, bool, error) {
 }
 
 // writeCheckpoint replaces the checkpoint atomically: a synced temporary
-// file renamed over the old one.
+// file renamed over the old one, then the directory synced.
 func writeCheckpoint(fs store.FS, dir string, c checkpoint) error {
 	b := make([]byte, checkpointSize)
 	binary.LittleEndian.PutUint32(b[0:], checkpointMagic)
@@ -296,6 +304,14 @@ func writeCheckpoint(fs store.FS, dir string, c checkpoint) error {
 		return fmt.Errorf("timer: write checkpoint: %w", err)
 	}
 	if err := fs.Rename(tmp, filepath.Join(dir, checkpointName)); err != nil {
+		return fmt.Errorf("timer: write checkpoint: %w", err)
+	}
+	// Until the directory is synced a power loss may undo the rename, or
+	// keep no checkpoint at all (the first one): the timer would then hand
+	// out again what it had delivered. The same sync makes the names of the
+	// log segments created or dropped since the last one durable: they
+	// share the directory, and the log was synced just before.
+	if err := fs.SyncDir(dir); err != nil {
 		return fmt.Errorf("timer: write checkpoint: %w", err)
 	}
 	return nil

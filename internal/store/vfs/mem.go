@@ -19,7 +19,14 @@ var ErrCrashed = errors.New("vfs: simulated crash")
 // MemFS is an in-memory FS that remembers which writes were synced, so that a
 // test can take the state a disk would be in after a crash (CrashClone), and
 // that can stop at a chosen write, tearing it at a random byte (CrashAtWrite).
-// Directory operations are durable at once (see the package doc).
+//
+// By default the names in a directory are durable at once. A strict MemFS
+// (NewMem with Strict) keeps the name of a created, renamed or removed file
+// as it was at the last SyncDir of its directory: a power-loss image has a
+// file created since under no name at all, a renamed one under its old name
+// and a removed one back. MkdirAll and RemoveAll stay durable at once, as
+// in the OS implementation. Its crash point also counts truncations,
+// renames and removals, any of which may then take effect or not.
 //
 // Each file keeps its current bytes plus an undo record for every write or
 // truncation since its last Sync; a crash image undoes a random suffix of
@@ -33,16 +40,40 @@ type MemFS struct {
 	crashAt int64 // crash on this write (1-based); 0 = never
 	crashed bool
 	crashIn string // file of the torn write
+	crashOp string // what the crash fell on: write, truncate, rename, remove
 	rng     *rand.Rand
+
+	strict  bool
+	durable map[string]*memNode // strict: the names a power loss keeps
 
 	// WriteFault, when set, is called before each WriteAt; it returns how many
 	// bytes to write (<= n) and the error to report, to simulate a full disk
 	// or an I/O error. Set it before the FS is used concurrently.
 	WriteFault func(name string, off int64, n int) (int, error)
-	// SyncFault, when set, is called before each Sync and fails it when it
-	// returns an error; nothing is made durable then.
+	// SyncFault, when set, is called before each Sync and SyncDir (with the
+	// directory's name) and fails it when it returns an error; nothing is
+	// made durable then.
 	SyncFault func(name string) error
+	// ReadFault, when set, is called before each ReadAt and fails it when it
+	// returns an error.
+	ReadFault func(name string, off int64, n int) error
+	// OpenFault, when set, is called before each OpenFile and fails it when
+	// it returns an error.
+	OpenFault func(name string, flag int) error
+	// RenameFault, when set, is called before each Rename and fails it (the
+	// rename not done) when it returns an error.
+	//
+	// Like WriteFault, the fault hooks are read without a lock: set them
+	// while no other goroutine uses the FS.
+	RenameFault func(oldname, newname string) error
 }
+
+// MemOption configures NewMem.
+type MemOption func(*MemFS)
+
+// Strict makes directory entries of files durable only through SyncDir and
+// puts truncations, renames and removals among the crash points (see MemFS).
+func Strict() MemOption { return func(m *MemFS) { m.strict = true } }
 
 type memNode struct {
 	data []byte
@@ -58,17 +89,29 @@ type undoRec struct {
 }
 
 // NewMem returns an empty MemFS whose random choices come from seed.
-func NewMem(seed uint64) *MemFS {
-	return &MemFS{
+func NewMem(seed uint64, opts ...MemOption) *MemFS {
+	m := &MemFS{
 		files: map[string]*memNode{},
 		dirs:  map[string]bool{"/": true, ".": true},
 		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.strict {
+		m.durable = map[string]*memNode{}
+	}
+	return m
 }
+
+// IsStrict reports whether m was made with Strict.
+func (m *MemFS) IsStrict() bool { return m.strict }
 
 // CrashAtWrite arms the crash: the n-th WriteAt from now on (n >= 1) writes
 // only a random prefix of its bytes and fails with ErrCrashed, and every
-// mutating call after it fails too. n <= 0 disarms.
+// mutating call after it fails too. On a strict MemFS truncations, renames
+// and removals count too: the one the crash falls on takes effect or not,
+// at random, and fails with ErrCrashed. n <= 0 disarms.
 func (m *MemFS) CrashAtWrite(n int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -93,7 +136,16 @@ func (m *MemFS) CrashedIn() string {
 	return m.crashIn
 }
 
-// Writes returns the number of WriteAt calls so far.
+// CrashedOp returns the operation the crash fell on: "write", "truncate",
+// "rename" or "remove" ("" before a crash).
+func (m *MemFS) CrashedOp() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.crashOp
+}
+
+// Writes returns the number of WriteAt calls (on a strict MemFS, also
+// truncations, renames and removals) so far.
 func (m *MemFS) Writes() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -104,30 +156,64 @@ func (m *MemFS) Writes() int64 {
 // loss now: per file, everything synced, then a random prefix of the later
 // writes, the last of them torn at a random byte. With keepUnsynced every
 // write survives (a process crash: the page cache outlives the process).
+// On a strict MemFS a power loss keeps the names of the last SyncDir of each
+// directory; a process crash keeps the current ones. The clone is strict
+// when m is.
 func (m *MemFS) CrashClone(keepUnsynced bool) *MemFS {
+	keep := keepAll
+	if !keepUnsynced {
+		keep = keepSome
+	}
+	return m.crashClone(keep)
+}
+
+// SyncedClone returns a new MemFS holding only what was synced: the worst
+// power loss, which takes every unsynced write (and, on a strict MemFS,
+// every name change since its directory's last SyncDir). A test uses it to
+// force a loss that CrashClone leaves to chance.
+func (m *MemFS) SyncedClone() *MemFS { return m.crashClone(keepNone) }
+
+type keepMode int
+
+const (
+	keepSome keepMode = iota // a random prefix of the unsynced writes
+	keepAll                  // a process crash
+	keepNone                 // only what was synced
+)
+
+func (m *MemFS) crashClone(mode keepMode) *MemFS {
+	keepUnsynced := mode == keepAll
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := NewMem(m.rng.Uint64())
+	c.strict = m.strict
 	for d := range m.dirs {
 		c.dirs[d] = true
 	}
-	names := make([]string, 0, len(m.files))
-	for name := range m.files {
+	files := m.files
+	if m.strict && !keepUnsynced {
+		files = m.durable
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
 		names = append(names, name)
 	}
 	sort.Strings(names) // deterministic use of the random source
 	for _, name := range names {
-		n := m.files[name]
+		n := files[name]
 		data := append([]byte(nil), n.data...)
 		if !keepUnsynced && len(n.undo) > 0 {
-			keep := m.rng.IntN(len(n.undo) + 1)
+			keep := 0
+			if mode == keepSome {
+				keep = m.rng.IntN(len(n.undo) + 1)
+			}
 			for i := len(n.undo) - 1; i > keep; i-- {
 				data = n.undo[i].apply(data, 0)
 			}
 			if keep < len(n.undo) {
 				u := n.undo[keep]
 				torn := int64(0)
-				if u.n > 0 {
+				if u.n > 0 && mode == keepSome {
 					torn = m.rng.Int64N(u.n)
 				}
 				data = u.apply(data, torn)
@@ -135,7 +221,31 @@ func (m *MemFS) CrashClone(keepUnsynced bool) *MemFS {
 		}
 		c.files[name] = &memNode{data: data}
 	}
+	if c.strict {
+		c.durable = make(map[string]*memNode, len(c.files))
+		for name, n := range c.files {
+			c.durable[name] = n
+		}
+	}
 	return c
+}
+
+// crashPoint counts one truncation, rename or removal on a strict MemFS and
+// reports whether the crash falls on it; the caller then applies the
+// operation when apply is true and fails with ErrCrashed. Called with mu
+// held.
+func (m *MemFS) crashPoint(op, name string) (crash, apply bool) {
+	if !m.strict {
+		return false, true
+	}
+	m.writes++
+	if m.crashAt == 0 || m.writes < m.crashAt {
+		return false, true
+	}
+	m.crashed = true
+	m.crashIn = name
+	m.crashOp = op
+	return true, m.rng.IntN(2) == 0
 }
 
 // apply undoes the record on data, keeping the first keep bytes of a write.
@@ -171,6 +281,11 @@ func (m *MemFS) mutating() error {
 // OpenFile implements FS.
 func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	name = clean(name)
+	if fault := m.OpenFault; fault != nil {
+		if err := fault(name, flag); err != nil {
+			return nil, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, ok := m.files[name]
@@ -189,11 +304,17 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 	} else if flag&os.O_EXCL != 0 && flag&os.O_CREATE != 0 {
 		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrExist}
 	}
-	if flag&os.O_TRUNC != 0 {
+	if flag&os.O_TRUNC != 0 && len(n.data) > 0 {
 		if err := m.mutating(); err != nil {
 			return nil, err
 		}
-		m.truncateLocked(n, 0)
+		crash, apply := m.crashPoint("truncate", name)
+		if apply {
+			m.truncateLocked(n, 0)
+		}
+		if crash {
+			return nil, ErrCrashed
+		}
 	}
 	return &memFile{fs: m, node: n, name: name, readOnly: flag&(os.O_RDWR|os.O_WRONLY) == 0}, nil
 }
@@ -207,7 +328,13 @@ func (m *MemFS) Remove(name string) error {
 		return err
 	}
 	if _, ok := m.files[name]; ok {
-		delete(m.files, name)
+		crash, apply := m.crashPoint("remove", name)
+		if apply {
+			delete(m.files, name)
+		}
+		if crash {
+			return ErrCrashed
+		}
 		return nil
 	}
 	if m.dirs[name] {
@@ -217,6 +344,7 @@ func (m *MemFS) Remove(name string) error {
 			}
 		}
 		delete(m.dirs, name)
+		m.dropDurable(name)
 		return nil
 	}
 	return &os.PathError{Op: "remove", Path: name, Err: os.ErrNotExist}
@@ -241,12 +369,62 @@ func (m *MemFS) RemoveAll(name string) error {
 			delete(m.dirs, d)
 		}
 	}
+	m.dropDurable(name)
+	return nil
+}
+
+// dropDurable forgets the durable names at or below name (a directory
+// removal, durable at once).
+func (m *MemFS) dropDurable(name string) {
+	prefix := name + "/"
+	for p := range m.durable {
+		if p == name || strings.HasPrefix(p, prefix) {
+			delete(m.durable, p)
+		}
+	}
+}
+
+// SyncDir implements FS: on a strict MemFS the names of the files in dir
+// become durable as they are now.
+func (m *MemFS) SyncDir(dir string) error {
+	dir = clean(dir)
+	if fault := m.SyncFault; fault != nil {
+		if err := fault(dir); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.mutating(); err != nil {
+		return err
+	}
+	if !m.dirs[dir] {
+		return &os.PathError{Op: "sync", Path: dir, Err: os.ErrNotExist}
+	}
+	if !m.strict {
+		return nil
+	}
+	for p := range m.durable {
+		if path.Dir(p) == dir && m.files[p] == nil {
+			delete(m.durable, p)
+		}
+	}
+	for p, n := range m.files {
+		if path.Dir(p) == dir {
+			m.durable[p] = n
+		}
+	}
 	return nil
 }
 
 // Rename implements FS.
 func (m *MemFS) Rename(oldname, newname string) error {
 	oldname, newname = clean(oldname), clean(newname)
+	if fault := m.RenameFault; fault != nil {
+		if err := fault(oldname, newname); err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.mutating(); err != nil {
@@ -256,8 +434,17 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	if !ok {
 		return &os.PathError{Op: "rename", Path: oldname, Err: os.ErrNotExist}
 	}
-	delete(m.files, oldname)
-	m.files[newname] = n
+	if !m.dirs[path.Dir(newname)] {
+		return &os.PathError{Op: "rename", Path: newname, Err: os.ErrNotExist}
+	}
+	crash, apply := m.crashPoint("rename", oldname)
+	if apply {
+		delete(m.files, oldname)
+		m.files[newname] = n
+	}
+	if crash {
+		return ErrCrashed
+	}
 	return nil
 }
 
@@ -340,6 +527,11 @@ type memFile struct {
 }
 
 func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	if fault := f.fs.ReadFault; fault != nil {
+		if err := fault(f.name, off, len(p)); err != nil {
+			return 0, err
+		}
+	}
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if f.closed {
@@ -406,6 +598,7 @@ func (f *memFile) writeAt(p []byte, off int64, count bool) (int, error) {
 	if crash {
 		fs.crashed = true
 		fs.crashIn = f.name
+		fs.crashOp = "write"
 		return len(p), ErrCrashed
 	}
 	return len(p), nil
@@ -438,7 +631,13 @@ func (f *memFile) Truncate(size int64) error {
 	if err := f.fs.mutating(); err != nil {
 		return err
 	}
-	f.fs.truncateLocked(f.node, size)
+	crash, apply := f.fs.crashPoint("truncate", f.name)
+	if apply {
+		f.fs.truncateLocked(f.node, size)
+	}
+	if crash {
+		return ErrCrashed
+	}
 	return nil
 }
 
