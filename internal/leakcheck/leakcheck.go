@@ -240,7 +240,7 @@ func find(all []goroutine, before map[int]bool, ignore []string) []leak {
 		if before[g.id] || g.id == self || ignored(g, ignore) {
 			continue
 		}
-		out = append(out, leak{g: g, owner: owner(g, byID)})
+		out = append(out, leak{g: g, owner: owner(g, byID, self)})
 	}
 	return out
 }
@@ -266,8 +266,9 @@ func ignored(g goroutine, ignore []string) bool {
 
 // owner names the first frame of this module on g, on its creator, or on
 // the creator's live ancestors; "" when the chain leaves only dead
-// goroutines.
-func owner(g goroutine, byID map[int]goroutine) string {
+// goroutines, or reaches self (the checker, whose frames would name
+// nobody useful).
+func owner(g goroutine, byID map[int]goroutine, self int) string {
 	seen := map[int]bool{}
 	for {
 		for _, f := range g.funcs {
@@ -279,7 +280,7 @@ func owner(g goroutine, byID map[int]goroutine) string {
 			return g.createdBy
 		}
 		p, ok := byID[g.parent]
-		if !ok || seen[p.id] {
+		if !ok || p.id == self || seen[p.id] {
 			return ""
 		}
 		seen[p.id] = true

@@ -195,11 +195,14 @@ created by google.golang.org/grpc/internal/grpcsync.NewCallbackSerializer in gor
 		t.Fatalf("first goroutine parsed as %+v", g)
 	}
 	byID := map[int]goroutine{7: gs[0], 9: gs[1]}
-	if o := owner(gs[1], byID); o != "github.com/twinmq/twinmq/producer.(*Producer).routeLoop" {
+	if o := owner(gs[1], byID, 0); o != "github.com/twinmq/twinmq/producer.(*Producer).routeLoop" {
 		t.Fatalf("gRPC goroutine attributed to %q, want its live creator's frame", o)
 	}
+	if o := owner(gs[1], byID, 7); o != "" {
+		t.Fatalf("with the checker as its creator, owner is %q, want none", o)
+	}
 	delete(byID, 7)
-	if o := owner(gs[1], byID); o != "" {
+	if o := owner(gs[1], byID, 0); o != "" {
 		t.Fatalf("with its creator gone, owner is %q, want none", o)
 	}
 }
