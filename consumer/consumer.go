@@ -199,7 +199,7 @@ func New(ctx context.Context, group, topic string, handler Handler, opts ...Opti
 	}
 	// Start under mu, so a configuration arriving meanwhile applies to
 	// running clusters, after this.
-	go c.tracker.run(c.stopAck)
+	c.tracker.start(c.stopAck)
 	for _, cr := range c.clusters {
 		cr.start(ctx)
 	}
@@ -327,7 +327,9 @@ func (c *Consumer) ForwardAddr() string {
 // not yet handled when Close began are handled too: nothing received is
 // dropped. If ctx ends first, the handlers' contexts are canceled, what is
 // unsettled comes back from the brokers after its invisible time, and
-// Close returns ctx's error. Close is idempotent.
+// Close returns ctx's error. Either way, the renewals of invisible time in
+// flight have ended when Close returns (their calls are canceled, so the
+// wait is short). Close is idempotent.
 func (c *Consumer) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() { c.closeErr = c.close(ctx) })
 	return c.closeErr
@@ -389,6 +391,9 @@ func (c *Consumer) abort(ctx context.Context) {
 	c.loops.Wait()
 	close(c.stopAck)
 	c.workCancel()
+	if c.tracker != nil {
+		c.tracker.wait() // renewals in flight end with workCtx
+	}
 	if c.unsubscribe != nil {
 		c.unsubscribe()
 	}

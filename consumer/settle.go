@@ -36,6 +36,10 @@ type tracker struct {
 	c  *Consumer
 	mu sync.Mutex
 	ds map[*delivery]struct{}
+	// wg counts the renewal loop and the renewals it started; the
+	// consumer's Close waits for it (the renewals' contexts end with the
+	// consumer's work, so the wait is bounded).
+	wg sync.WaitGroup
 }
 
 func newTracker(c *Consumer) *tracker {
@@ -53,6 +57,18 @@ func (t *tracker) remove(d *delivery) {
 	delete(t.ds, d)
 	t.mu.Unlock()
 }
+
+// start runs the renewal loop until stop is closed; wait waits for it and
+// for every renewal it started.
+func (t *tracker) start(stop <-chan struct{}) {
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.run(stop)
+	}()
+}
+
+func (t *tracker) wait() { t.wg.Wait() }
 
 // run renews until stop is closed (after Close has settled everything);
 // it checks a sixth of the invisible time apart and renews what has less
@@ -95,7 +111,9 @@ func (t *tracker) renewDue(inv time.Duration) {
 	}
 	for _, d := range due {
 		d.renewing.Store(true)
+		t.wg.Add(1)
 		go func() {
+			defer t.wg.Done()
 			defer d.renewing.Store(false)
 			t.c.renew(d)
 		}()

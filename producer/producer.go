@@ -289,7 +289,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 				pk.Close()
 			}
 			for _, c := range newClients {
-				go func() { _ = c.Close(context.Background()) }()
+				p.closeInBackgroundLocked(c, st.requestTimeout)
 			}
 		}
 	)
@@ -462,17 +462,38 @@ func (p *Producer) updateClientsLocked(topics map[string]*topicState) {
 		st := p.settings.Load()
 		p.retired[c] = time.AfterFunc(st.sendDeadline+st.requestTimeout, func() {
 			p.mu.Lock()
-			_, ok := p.retired[c]
-			delete(p.retired, c)
-			p.mu.Unlock()
-			if !ok {
-				return // Close took care of it
+			defer p.mu.Unlock()
+			if _, ok := p.retired[c]; !ok || p.bgStopped {
+				return // Close takes care of it
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), st.requestTimeout)
-			defer cancel()
-			_ = c.Close(ctx)
+			delete(p.retired, c)
+			p.closeInBackgroundLocked(c, st.requestTimeout)
 		})
 	}
+}
+
+// closeInBackgroundLocked closes a client no configuration uses, without
+// holding mu for the call. The goroutine is one of bg's: Close cancels
+// bgCtx (so the client's goodbye to its brokers is cut short) and waits for
+// it. Once bg is stopped nothing can be started on it, and the client is
+// closed here with a context already canceled, which releases its
+// connections at once.
+func (p *Producer) closeInBackgroundLocked(c *driver.Client, timeout time.Duration) {
+	if p.bgStopped {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = c.Close(ctx)
+		return
+	}
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		ctx, cancel := context.WithTimeout(p.bgCtx, timeout)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			p.log.Debug("closing a rocketmq client no configuration uses", zap.Error(err))
+		}
+	}()
 }
 
 // routeLoop keeps the routes of every cluster current (see
@@ -511,7 +532,9 @@ func (p *Producer) leave() {
 // sends in progress to complete (everything buffered is flushed), then
 // tells the servers the client is gone (NotifyClientTermination) and
 // releases everything. If ctx ends first, sends still in flight fail and
-// Close returns ctx's error. Close is idempotent.
+// Close returns ctx's error. Clients that a reload left unused and that
+// are being closed in the background are cut short and waited for: no
+// goroutine of the producer outlives Close. Close is idempotent.
 func (p *Producer) Close(ctx context.Context) error {
 	if p.closed.Swap(true) {
 		return nil
