@@ -136,15 +136,19 @@ func (p *Producer) request(ctx context.Context, t *brokerTarget, queue int32, it
 		msgs[i] = &backing[i]
 	}
 	cctx, cancel := context.WithTimeout(base, timeout)
+	deadline, _ := cctx.Deadline()
 	start := time.Now()
 	res, err := t.client.SendInto(cctx, t.endpoint, msgs, into)
+	// The request's deadline passed: gRPC may report it as its own
+	// DEADLINE_EXCEEDED status, a moment before cctx says so.
+	expired := err != nil && (cctx.Err() != nil || !time.Now().Before(deadline))
 	cancel()
 	t.noteRequest(ctx, err, bounded, timeout)
 	h := items[0].handle
 	picker := items[0].topic.picker
 	if err != nil {
-		cut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-		if cut && ctx.Err() == nil && !bounded {
+		cut := expired || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+		if cut && !ended(ctx) && !bounded {
 			// Our own request timeout, not the caller giving up: the
 			// broker did not answer in time, which is its failure.
 			err = fmt.Errorf("send to %s (%s) got no answer within %v: %w", t.endpoint, t.cluster, timeout, driver.ErrTimeout)

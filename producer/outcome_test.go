@@ -32,6 +32,10 @@ func TestEverySendOutcomeMatchesAnExportedValue(t *testing.T) {
 		// call (gRPC RESOURCE_EXHAUSTED) while set.
 		throttle *atomic.Bool
 	}
+	// The deadlines below are generous (seconds, where the request timeout
+	// is 100 ms or 10 s) so that a loaded machine, which may start a
+	// request late, still meets each case's precondition: a request sent
+	// and unanswered, or several attempts timed out.
 	cases := []struct {
 		name string
 		// doc adjusts the configuration; opts are extra producer options.
@@ -62,7 +66,7 @@ func TestEverySendOutcomeMatchesAnExportedValue(t *testing.T) {
 			send: func(t *testing.T, r rig) error {
 				r.broker.Pause()
 				defer r.broker.Resume()
-				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 				defer cancel()
 				_, err := r.p.Send(ctx, msg("orders"))
 				return err
@@ -77,7 +81,7 @@ func TestEverySendOutcomeMatchesAnExportedValue(t *testing.T) {
 			send: func(t *testing.T, r rig) error {
 				r.broker.Pause()
 				defer r.broker.Resume()
-				ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
 				_, err := r.p.Send(ctx, msg("orders"))
 				return err
@@ -91,7 +95,7 @@ func TestEverySendOutcomeMatchesAnExportedValue(t *testing.T) {
 			send: func(t *testing.T, r rig) error {
 				r.broker.Pause()
 				defer r.broker.Resume()
-				ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
 				done := make(chan error, 1)
 				r.p.SendAsync(ctx, msg("orders"), func(_ *SendResult, err error) { done <- err })

@@ -438,7 +438,7 @@ func pickGroup(pd *pending) (*failover.Handle[*brokerTarget], error) {
 // retryable decides whether a failed attempt goes on to another target, and
 // records the target as tried.
 func (p *Producer) retryable(ctx context.Context, pd *pending, err error) bool {
-	if ctx.Err() != nil || !retryableError(err) {
+	if ended(ctx) || !retryableError(err) {
 		return false
 	}
 	if p.closed.Load() && errors.Is(err, driver.ErrClosed) {
@@ -520,6 +520,28 @@ func (p *Producer) fail(ctx context.Context, pd *pending, err error) error {
 // stay reachable with errors.Is and errors.As.
 func sendFailure(ctx context.Context, pd *pending, err error) error {
 	topic := pd.msg.Topic
+	if ctx != nil && pd.attempts > 0 && ended(ctx) && cutByCaller(err) {
+		// The request in flight ended with the caller's deadline (it
+		// carries that deadline, and its own timer may fire a moment
+		// before the caller's context says so): the broker may have
+		// stored the message. This is the caller's deadline, not a
+		// broker's timeout.
+		ctxErr := ctx.Err()
+		if ctxErr == nil {
+			ctxErr = context.DeadlineExceeded
+		}
+		if pd.lastErr != nil {
+			return &sendError{
+				msg: fmt.Sprintf("producer: send to topic %q failed after %s: %v while waiting for the last answer, so the message may have been stored; failure before it: %v",
+					topic, attempts(pd.attempts), ctxErr, pd.lastErr),
+				errs: []error{ErrNoTarget, pd.lastErr, ctxErr},
+			}
+		}
+		return &sendError{
+			msg:  fmt.Sprintf("producer: send to topic %q: %v while waiting for the broker's answer; the message may have been stored", topic, ctxErr),
+			errs: []error{ctxErr},
+		}
+	}
 	ctxErr := contextError(err)
 	if ctxErr == nil && ctx != nil && ctx.Err() != nil && retryableError(err) {
 		// The context ended the send before the retry this failure would
@@ -559,6 +581,26 @@ func sendFailure(ctx context.Context, pd *pending, err error) error {
 		return &sendError{msg: fmt.Sprintf("producer: send to topic %q: %v", topic, err), errs: []error{err}}
 	}
 	return &sendError{msg: fmt.Sprintf("producer: send to topic %q failed after %s: %v", topic, attempts(pd.attempts), err), errs: []error{err}}
+}
+
+// ended reports whether ctx is over: done, or past its deadline (a timer
+// of a context derived with the same deadline may fire first).
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// cutByCaller reports whether err is how a request in flight ends when
+// its deadline, the caller's, passes: a timeout or a context error, not
+// a send withdrawn before it went out.
+func cutByCaller(err error) bool {
+	if errors.Is(err, batch.ErrNotSent) || errors.Is(err, ErrNoTarget) {
+		return false
+	}
+	return errors.Is(err, ErrTimeout) || contextError(err) != nil
 }
 
 // contextError returns the context error err wraps, if any.
