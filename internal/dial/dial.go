@@ -36,6 +36,12 @@ const DefaultGroup = "twinmq-dial"
 // ErrInvalidOptions wraps every refusal of Options.
 var ErrInvalidOptions = errors.New("dial: invalid options")
 
+// ErrShadowUnavailable is wrapped by New's refusal of shadow mode
+// (Options.Shadow) on a document that cannot carry it: the shadow kill
+// switch is off, a dialled topic has no shadow topics, or there is no
+// naming rule for shadow groups.
+var ErrShadowUnavailable = errors.New("dial: shadow mode unavailable")
+
 // Options configure a Dialer. Zero values mean the documented defaults.
 type Options struct {
 	// Rate is the probes per second sent to each broker, kinds taking turns
@@ -53,8 +59,19 @@ type Options struct {
 	// Topics restricts the probed logic topics (default every topic of the
 	// document).
 	Topics []string
-	// Group is the dial's consumer group (default DefaultGroup).
+	// Group is the dial's consumer group (default DefaultGroup). In shadow
+	// mode the dial consumes in its shadow group (config.ShadowGroup).
 	Group string
+	// Shadow is the stress mode: every probe goes to the shadow physical
+	// topic of each cluster (config.ShadowTopic), carries the shadow marker
+	// (lane.PropertyShadow) and is consumed in the shadow group of Group,
+	// so a high Rate stays out of the production topics. New refuses it
+	// (ErrShadowUnavailable) unless the document's shadow kill switch is on
+	// and every dialled topic has shadow topics; a reload that turns the
+	// switch off, or takes a topic's shadow topics away, stops the probes
+	// concerned until a reload brings them back. A probe never falls back
+	// to a production topic.
+	Shadow bool
 	// MaxP99, when set, makes a broker whose p99 latency is above it
 	// report; zero leaves latency out of the reports.
 	MaxP99 time.Duration
@@ -208,6 +225,13 @@ func New(ctx context.Context, w *config.Watcher, opts Options) (*Dialer, error) 
 		d.apply(cfg)
 	})
 	d.unsub = unsub
+	if err := d.shadowReady(cur); err != nil {
+		d.closed = true // a reload racing this return starts nothing
+		d.applyMu.Unlock()
+		unsub()
+		d.m.unregister()
+		return nil, err
+	}
 	d.apply(cur)
 	d.applyMu.Unlock()
 	d.wg.Add(1)
@@ -256,18 +280,79 @@ func (d *Dialer) Status() []Status {
 	return out
 }
 
+// dialled reports whether the logic topic is one the options ask for.
+func (d *Dialer) dialled(topic string) bool {
+	return len(d.opts.Topics) == 0 || slices.Contains(d.opts.Topics, topic)
+}
+
+// shadowGroup returns the group the dial consumes in under cfg: Group, or
+// in shadow mode its shadow group, with an error wrapping
+// ErrShadowUnavailable when cfg has the shadow kill switch off or no
+// naming rule for shadow groups.
+func (d *Dialer) shadowGroup(cfg *config.Config) (string, error) {
+	if !d.opts.Shadow {
+		return d.opts.Group, nil
+	}
+	if !cfg.Shadow.Enabled {
+		return "", fmt.Errorf("%w: the document's shadow kill switch (shadow.enabled) is off", ErrShadowUnavailable)
+	}
+	g, ok := cfg.ShadowGroup(d.opts.Group)
+	if !ok {
+		return "", fmt.Errorf("%w: the document has no shadow group rule (shadow.groupPrefix or groupSuffix)", ErrShadowUnavailable)
+	}
+	return g, nil
+}
+
+// shadowReady is New's check of shadow mode against the first document:
+// the kill switch is on, and every dialled topic of the document has
+// shadow topics. A dialled topic the document does not name yet is not
+// checked: it is probed when a reload brings it, if it has shadow topics.
+func (d *Dialer) shadowReady(cfg *config.Config) error {
+	if !d.opts.Shadow {
+		return nil
+	}
+	if _, err := d.shadowGroup(cfg); err != nil {
+		return err
+	}
+	var missing []string
+	for name := range cfg.Topics {
+		if d.dialled(name) && !cfg.HasShadow(name) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%w: no shadow topics for the dialled topic(s) %v (set clusters' shadowTopic, or a shadow.topicPrefix/topicSuffix rule, or leave them out of the dialled topics)",
+			ErrShadowUnavailable, missing)
+	}
+	return nil
+}
+
 // apply starts runners for the (topic, cluster) pairs of cfg that have none
-// and stops those that left or changed.
+// and stops those that left or changed. In shadow mode a document with the
+// kill switch off leaves no pair, and a topic without shadow topics is left
+// out: its runners stop, none goes to its production topic.
 func (d *Dialer) apply(cfg *config.Config) {
 	want := map[string]runnerSpec{}
+	group, err := d.shadowGroup(cfg)
+	if err != nil {
+		d.log.Warn("shadow probing stopped", zap.Error(err))
+	}
 	for name, t := range cfg.Topics {
-		if len(d.opts.Topics) > 0 && !slices.Contains(d.opts.Topics, name) {
+		if err != nil || !d.dialled(name) {
+			continue
+		}
+		if d.opts.Shadow && !cfg.HasShadow(name) {
+			d.log.Warn("not probing a topic without shadow topics", zap.String("topic", name))
 			continue
 		}
 		for _, c := range t.Clusters {
 			s := runnerSpec{topic: name, cluster: c.Name, physical: c.Topic,
-				endpoints: slices.Clone(c.Endpoints), tls: c.TLS,
+				endpoints: slices.Clone(c.Endpoints), tls: c.TLS, group: group, shadow: d.opts.Shadow,
 				requestTimeout: time.Duration(cfg.Timeouts.Request)}
+			if s.shadow {
+				s.physical, _ = cfg.ShadowTopic(name, c)
+			}
 			if c.Credentials != "" {
 				cr := cfg.Credentials[c.Credentials]
 				s.cred = &driver.Credentials{AccessKey: cr.AccessKey, SecretKey: cr.AccessSecret}

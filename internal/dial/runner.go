@@ -13,15 +13,20 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/lane"
 )
 
 // runnerSpec is what a runner probes: one cluster of one logic topic.
 type runnerSpec struct {
 	topic, cluster, physical string
-	endpoints                []string
-	tls                      bool
-	cred                     *driver.Credentials
-	requestTimeout           time.Duration
+	// group is the dial's consumer group here (its shadow group in shadow
+	// mode); shadow marks the probes.
+	group          string
+	shadow         bool
+	endpoints      []string
+	tls            bool
+	cred           *driver.Credentials
+	requestTimeout time.Duration
 }
 
 // key changes whenever anything the runner was built from changes, so a
@@ -31,8 +36,8 @@ func (s runnerSpec) key() string {
 	if s.cred != nil {
 		cred = s.cred.AccessKey + ":" + s.cred.SecretKey
 	}
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%v",
-		s.topic, s.cluster, s.physical, strings.Join(s.endpoints, ","), s.tls, cred, s.requestTimeout)
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%v\x00%s\x00%t",
+		s.topic, s.cluster, s.physical, strings.Join(s.endpoints, ","), s.tls, cred, s.requestTimeout, s.group, s.shadow)
 }
 
 // runner probes the brokers of one cluster of one logic topic: a route
@@ -75,7 +80,7 @@ func (d *Dialer) newRunner(s runnerSpec) (*runner, error) {
 		return nil, err
 	}
 	cc := base
-	cc.Type, cc.Group = driver.SimpleConsumer, d.opts.Group
+	cc.Type, cc.Group = driver.SimpleConsumer, s.group
 	cc.Subscriptions = []driver.Subscription{{Topic: s.physical, Filter: driver.Filter{Type: driver.FilterTag, Expression: Tag}}}
 	cons, err := driver.New(cc)
 	if err != nil {
@@ -212,6 +217,9 @@ func (r *runner) probe(b *brokerState, k Kind, q driver.Queue, body []byte) {
 	msg := &driver.Message{
 		Topic: r.spec.physical, Tag: Tag, ID: r.prod.NewMessageID(), Body: body, QueueID: q.ID,
 		Keys: []string{"twinmq-dial"},
+	}
+	if r.spec.shadow {
+		msg.Properties = map[string]string{lane.PropertyShadow: lane.ShadowValue}
 	}
 	switch k {
 	case Delayed:
