@@ -7,7 +7,8 @@
 //
 //	twinmq-dial -config twinmq.json [-listen 127.0.0.1:9465] [-rate 1]
 //	  [-body 128] [-period 10s] [-delay 1s] [-kinds normal,delay,transaction]
-//	  [-topics a,b] [-group twinmq-dial] [-max-p99 0] [-log-level info]
+//	  [-topics a,b] [-group twinmq-dial] [-max-p99 0] [-shadow]
+//	  [-log-level info]
 //
 // The document is the one the services read (config.File watches it). The
 // probed topics must accept every kind asked for (a MIXED topic, or fewer
@@ -15,6 +16,15 @@
 // on first use. On -listen it serves Prometheus metrics on /metrics (the dial's
 // twinmq_dial_*, the document's reloads, Go runtime and process metrics) and
 // a status page on /, one row per broker. It stops on SIGINT or SIGTERM.
+//
+// With -shadow it is a stress test: raise -rate, and every probe goes to
+// the shadow topic of each cluster with the shadow marker, consumed in the
+// shadow group of -group, never to a production topic. It refuses to start
+// (exit status 2) when the document's shadow kill switch is off or a probed
+// topic has no shadow topics, and stops probing while a reload keeps the
+// switch off. The rate, body size and periods are flags, not fields of the
+// document: the services' SDKs read that document strictly, and these
+// settings are this process's alone (package internal/dial says more).
 package main
 
 import (
@@ -65,6 +75,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&topics, "topics", "", "logic topics to probe, comma-separated (default: all of the document)")
 	fs.StringVar(&f.opts.Group, "group", dial.DefaultGroup, "the dial's consumer group")
 	fs.DurationVar(&f.opts.MaxP99, "max-p99", 0, "a broker whose p99 latency is above this reports (0: latency never reports)")
+	fs.BoolVar(&f.opts.Shadow, "shadow", false, "stress mode: probes go to the shadow topics with the shadow marker, consumed in the shadow group of -group")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/embedded"
+	"github.com/twinmq/twinmq/internal/dial"
 )
 
 func TestFlags(t *testing.T) {
@@ -26,6 +27,27 @@ func TestFlags(t *testing.T) {
 	require.Len(t, f.opts.Kinds, 2)
 	require.Equal(t, []string{"a", "b"}, f.opts.Topics)
 	require.Equal(t, 5.0, f.opts.Rate)
+	require.False(t, f.opts.Shadow)
+	f, err = parseFlags([]string{"-config", "x.json", "-shadow"}, io.Discard)
+	require.NoError(t, err)
+	require.True(t, f.opts.Shadow)
+}
+
+// -shadow on a document without shadow topics: a refusal before any
+// probe, named so, with the usage exit status.
+func TestShadowRefused(t *testing.T) {
+	cfg := config.Default()
+	cfg.Topics = map[string]config.Topic{"probe": {Clusters: []config.Cluster{
+		{Name: "a", Endpoints: []string{"127.0.0.1:1"}, Topic: "probe", Weight: config.DefaultWeight}}}}
+	doc, err := cfg.Marshal()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "twinmq.json")
+	require.NoError(t, os.WriteFile(path, doc, 0o600))
+	f, err := parseFlags([]string{"-config", path, "-listen", "127.0.0.1:0", "-shadow"}, io.Discard)
+	require.NoError(t, err)
+	err = run(context.Background(), f, zap.NewNop(), func(string) { t.Error("the dial ran") })
+	require.ErrorIs(t, err, dial.ErrShadowUnavailable)
+	require.ErrorIs(t, err, errUsage)
 }
 
 // The command against embedded brokers: the status page lists the brokers

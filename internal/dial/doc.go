@@ -39,11 +39,32 @@
 //     on a loaded machine a healthy broker's tail latency moves, and a dial
 //     test that cries wolf is muted.
 //   - The configuration document is the one the services use (topics,
-//     clusters, credentials, TLS, timeouts), followed live through a
-//     config.Watcher: a topic or cluster that appears is probed, one that
-//     leaves or changes is stopped, its series removed. The rate, body size
-//     and periods are the dial's own Options (flags of the command): the
-//     document has no place for them and refuses unknown fields.
+//     clusters, credentials, TLS, timeouts, the shadow section), followed
+//     live through a config.Watcher: a topic or cluster that appears is
+//     probed, one that leaves or changes is stopped, its series removed.
+//   - The rate, body size and periods stay the dial's own Options (flags of
+//     the command), not a section of the document. The document is read by
+//     every service's SDK, and its decoding is strict: a "dial" section
+//     would be an unknown field to every SDK older than it, so publishing it
+//     would make those services refuse the document (new ones would not
+//     start, running ones would stay on the old version) until the whole
+//     fleet upgraded, for settings no service uses. And the settings belong
+//     to one dial process, not to the fleet: a low-rate health dial and a
+//     stress dial can read the same document at different rates. What the
+//     dial must follow live is the document's (where the topics are, and
+//     the shadow kill switch); changing the rate is a restart of the dial.
+//   - Shadow mode (Options.Shadow) is the stress test: a high Rate whose
+//     probes go to each cluster's shadow topic (config.ShadowTopic), carry
+//     the shadow marker (lane.PropertyShadow) and come back through the
+//     shadow group of the dial's group (config.ShadowGroup), so stress
+//     traffic never lands in a production topic. The dial builds its
+//     messages itself (see the first point), so it applies the rules the
+//     producer applies to a shadow context: a topic without shadow topics
+//     is not probed (New refuses it, with ErrShadowUnavailable, as it
+//     refuses a document whose kill switch is off), and a reload turning
+//     the kill switch off stops every probe and drops the brokers' books
+//     and series until a reload turns it on again; nothing falls back to
+//     the production topic.
 //   - p50 and p99 are computed here over the latencies of the last two
 //     periods, for the status page and the alert rules; the histograms carry
 //     the same latencies for Grafana.
