@@ -78,7 +78,8 @@ fleet:
 # make test runs a short campaign of 50 faults.
 CHAOS_FAULTS ?= 1000
 CHAOS_FIGURES := chaos_faults chaos_faults_kill9 chaos_faults_sigstop chaos_faults_partition chaos_faults_reply_lost \
-	chaos_acked_sends chaos_acked_lost chaos_duplicates chaos_duplicate_rate chaos_max_caller_wait_ms
+	chaos_acked_sends chaos_acked_lost chaos_duplicates chaos_duplicate_rate chaos_max_caller_wait_ms \
+	chaos_max_dead_target_ms chaos_p50_dead_target_ms
 chaos:
 	CHAOS_FAULTS=$(CHAOS_FAULTS) $(GO) test -run '^$$' -bench '^BenchmarkChaos$$' -benchtime 1x -timeout 30m ./internal/chaos/ | $(GO) run ./internal/benchfig $(call want,$(CHAOS_FIGURES))
 

@@ -48,6 +48,9 @@ func TestChaosShortCampaign(t *testing.T) {
 	r, err := Run(ctx, Options{Faults: 50, Seed: s, Kinds: kindsEnv(), Interval: 300 * time.Millisecond, Drain: 30 * time.Second, Logf: t.Logf})
 	require.NoError(t, err)
 	t.Log(r)
+	// Timing is reported, not asserted (a shared machine makes it swing).
+	t.Logf("FIGURE chaos_max_dead_target_ms %d", r.MaxDeadTarget.Milliseconds())
+	t.Logf("FIGURE chaos_p50_dead_target_ms %d", r.P50DeadTarget.Milliseconds())
 	require.NoError(t, r.Check())
 	require.Equal(t, 50, r.Faults)
 	require.NotZero(t, r.AckedSends)
@@ -80,6 +83,10 @@ func BenchmarkChaos(b *testing.B) {
 		b.ReportMetric(r.DuplicateRate(), "fig:chaos_duplicate_rate")
 		b.ReportMetric(float64(r.MaxCallerWait.Milliseconds()), "fig:chaos_max_caller_wait_ms")
 		b.ReportMetric(float64(r.FailedStored), "fig:chaos_failed_stored")
+		b.ReportMetric(float64(r.MaxDeadTarget.Milliseconds()), "fig:chaos_max_dead_target_ms")
+		b.ReportMetric(float64(r.P50DeadTarget.Milliseconds()), "fig:chaos_p50_dead_target_ms")
+		b.ReportMetric(float64(r.P99DeadTarget.Milliseconds()), "fig:chaos_p99_dead_target_ms")
+		b.ReportMetric(float64(r.DeadTargetOutlasted), "fig:chaos_dead_target_outlasted")
 		if err := r.Check(); err != nil {
 			b.Error(err)
 		}
