@@ -263,13 +263,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	c := &campaign{
 		opts: opts, rng: rand.New(rand.NewPCG(uint64(opts.Seed), 0x7c4a)),
-		state: map[uint64]uint8{}, consumed: map[uint64]int{}, dead: newDeadTargets(),
+		state: map[uint64]uint8{}, consumed: map[uint64]int{},
 	}
 	defer c.shutdown()
 	cfg, err := c.setup(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
+	var eps []string
+	for _, b := range c.brokers {
+		eps = append(eps, b.proxy.Addr())
+	}
+	c.dead = newDeadTargets(eps)
 	opts.Logf("chaos: seed %d, %d faults, brokers up", opts.Seed, opts.Faults)
 
 	// Consumers first, so they are there from the first message.

@@ -30,15 +30,19 @@ type deadTargets struct {
 	times   []time.Duration
 	outlast int
 	byKind  map[string]*KindDeadTarget
+	all     []string // every broker's endpoint
 }
 
 type watch struct {
 	start, last time.Time
 	n           int // requests sent to the endpoint during the fault
+	// others: how many of them were sent while another broker was
+	// under no fault that makes it unable to answer.
+	others int
 }
 
-func newDeadTargets() *deadTargets {
-	return &deadTargets{watches: map[string][]*watch{}, byKind: map[string]*KindDeadTarget{}}
+func newDeadTargets(endpoints []string) *deadTargets {
+	return &deadTargets{watches: map[string][]*watch{}, byKind: map[string]*KindDeadTarget{}, all: endpoints}
 }
 
 // interceptor notes each SendMessage request by its endpoint.
@@ -48,9 +52,15 @@ func (d *deadTargets) interceptor(ctx context.Context, method string, req, reply
 	if strings.HasSuffix(method, "/SendMessage") {
 		now := time.Now()
 		d.mu.Lock()
-		for _, w := range d.watches[cc.Target()] {
-			w.last = now
-			w.n++
+		if ws := d.watches[cc.Target()]; len(ws) > 0 {
+			other := slices.ContainsFunc(d.all, func(ep string) bool { return len(d.watches[ep]) == 0 })
+			for _, w := range ws {
+				w.last = now
+				w.n++
+				if other {
+					w.others++
+				}
+			}
 		}
 		d.mu.Unlock()
 	}
@@ -92,6 +102,7 @@ func (d *deadTargets) begin(kind string, endpoints ...string) (end func()) {
 			d.times = append(d.times, t)
 			k.N++
 			k.Requests += w.n
+			k.RequestsOthersUp += w.others
 			k.Max = max(k.Max, t)
 		}
 	}
@@ -125,8 +136,11 @@ type KindDeadTarget struct {
 	// Requests: send requests that went to the brokers while they could
 	// not answer.
 	Requests int
+	// RequestsOthersUp: those of them sent while another broker was
+	// under no such fault (somewhere else to go).
+	RequestsOthersUp int
 }
 
 func (k KindDeadTarget) String() string {
-	return fmt.Sprintf("%d max=%v outlasted=%d requests=%d", k.N, k.Max.Round(time.Millisecond), k.Outlasted, k.Requests)
+	return fmt.Sprintf("%d max=%v outlasted=%d requests=%d (others up %d)", k.N, k.Max.Round(time.Millisecond), k.Outlasted, k.Requests, k.RequestsOthersUp)
 }
