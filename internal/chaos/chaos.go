@@ -53,7 +53,8 @@
 //
 // TestChaosShortCampaign (50 faults) runs with go test; BenchmarkChaos is
 // make chaos (CHAOS_FAULTS, default 1000). CHAOS_SEED replays a run's
-// choice of faults, CHAOS_KINDS (comma separated) limits the kinds.
+// choice of faults, CHAOS_KINDS (comma separated) limits the kinds,
+// CHAOS_INTERVAL sets the mean time between fault starts.
 package chaos
 
 import (

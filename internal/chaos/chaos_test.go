@@ -31,6 +31,18 @@ func kindsEnv() []string {
 	return nil
 }
 
+// intervalEnv reads CHAOS_INTERVAL, the mean time between fault starts
+// (a Go duration; default def). A long one (3s) keeps most faults apart.
+func intervalEnv(t testing.TB, def time.Duration) time.Duration {
+	v := os.Getenv("CHAOS_INTERVAL")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	require.NoError(t, err, "CHAOS_INTERVAL=%q", v)
+	return d
+}
+
 func seed(t testing.TB) int64 {
 	return envInt(t, "CHAOS_SEED", time.Now().UnixNano()%1_000_000)
 }
@@ -45,7 +57,7 @@ func TestChaosShortCampaign(t *testing.T) {
 	t.Logf("CHAOS_SEED=%d", s)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	r, err := Run(ctx, Options{Faults: 50, Seed: s, Kinds: kindsEnv(), Interval: 300 * time.Millisecond, Drain: 30 * time.Second, Logf: t.Logf})
+	r, err := Run(ctx, Options{Faults: 50, Seed: s, Kinds: kindsEnv(), Interval: intervalEnv(t, 300*time.Millisecond), Drain: 30 * time.Second, Logf: t.Logf})
 	require.NoError(t, err)
 	t.Log(r)
 	// Timing is reported, not asserted (a shared machine makes it swing).
@@ -69,7 +81,7 @@ func BenchmarkChaos(b *testing.B) {
 	for range b.N {
 		s := seed(b)
 		b.Logf("CHAOS_SEED=%d CHAOS_FAULTS=%d", s, faults)
-		r, err := Run(context.Background(), Options{Faults: faults, Seed: s, Kinds: kindsEnv(), Logf: b.Logf})
+		r, err := Run(context.Background(), Options{Faults: faults, Seed: s, Kinds: kindsEnv(), Interval: intervalEnv(b, 0), Logf: b.Logf})
 		require.NoError(b, err)
 		b.Log(r)
 		b.ReportMetric(float64(r.Faults), "fig:chaos_faults")
