@@ -44,8 +44,9 @@
 //     heal does. The proxy was not used: it sees bytes, and cannot tell a
 //     send from a consumer's long poll or a heartbeat. Nor was the
 //     producer's State: its Down flag says what failover believes, not
-//     whether requests still go there, and the two differ (a retry that
-//     has tried every live broker is allowed one attempt at a down one).
+//     whether requests still go there, and the two differ: failover
+//     still hands a down broker to a retry when nothing it has not tried
+//     has weight left.
 //     A fault that ends before the producer left its broker caps the time
 //     at the fault's duration; those are counted (Report.
 //     DeadTargetOutlasted), so a maximum equal to the longest fault reads
