@@ -75,10 +75,14 @@ fleet:
 # hit them: kill -9 and restart, SIGSTOP/SIGCONT, partitions of a broker or
 # a cluster, lost replies, latency, cut connections, several at once. Ends
 # with FIGURE chaos_* lines; the run fails if an acknowledged send was lost.
-# make test runs a short campaign of 50 faults.
+# make test runs a short campaign of 50 faults. Also reports how long each
+# fault kept the producer sending to a broker that could not answer
+# (chaos_max_dead_target_ms, chaos_p50_dead_target_ms). CHAOS_INTERVAL sets
+# the mean time between fault starts (default 400ms).
 CHAOS_FAULTS ?= 1000
 CHAOS_FIGURES := chaos_faults chaos_faults_kill9 chaos_faults_sigstop chaos_faults_partition chaos_faults_reply_lost \
-	chaos_acked_sends chaos_acked_lost chaos_duplicates chaos_duplicate_rate chaos_max_caller_wait_ms
+	chaos_acked_sends chaos_acked_lost chaos_duplicates chaos_duplicate_rate chaos_max_caller_wait_ms \
+	chaos_max_dead_target_ms chaos_p50_dead_target_ms
 chaos:
 	CHAOS_FAULTS=$(CHAOS_FAULTS) $(GO) test -run '^$$' -bench '^BenchmarkChaos$$' -benchtime 1x -timeout 30m ./internal/chaos/ | $(GO) run ./internal/benchfig $(call want,$(CHAOS_FIGURES))
 

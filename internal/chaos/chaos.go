@@ -30,14 +30,32 @@
 //     measured where it is seen. The first attempt at one message in fifty
 //     fails in the handler, so the retry path (nack, backoff, redelivery)
 //     is under the faults too.
-//   - Not measured: how long traffic stays on a dead broker. At the TCP
-//     level a proxy cannot tell a producer's request from a consumer's
-//     long poll or a health probe, and a send result names only the
-//     broker that stored the message; the longest caller wait bounds it.
+//   - Traffic on a dead target is measured at the producer's gRPC
+//     client: an interceptor (WithDialOptions) sees every SendMessage
+//     request as it leaves for an endpoint, first attempts and retries
+//     alike, including those gRPC fails at once on a broken connection:
+//     each is the producer choosing that broker. For every fault that
+//     leaves a broker unable to answer (kill -9 until its restart serves,
+//     SIGSTOP until SIGCONT, a partition of it or of its cluster, lost
+//     replies) the dead-target time is from the fault's start to the
+//     start of the last send request to that broker before the fault
+//     healed (0 when none went). Requests already in flight at the fault's
+//     start do not count; a request started one millisecond before the
+//     heal does. The proxy was not used: it sees bytes, and cannot tell a
+//     send from a consumer's long poll or a heartbeat. Nor was the
+//     producer's State: its Down flag says what failover believes, not
+//     whether requests still go there, and the two differ: failover
+//     still hands a down broker to a retry when nothing it has not tried
+//     has weight left.
+//     A fault that ends before the producer left its broker caps the time
+//     at the fault's duration; those are counted (Report.
+//     DeadTargetOutlasted), so a maximum equal to the longest fault reads
+//     as "did not leave", not as a measured delay.
 //
 // TestChaosShortCampaign (50 faults) runs with go test; BenchmarkChaos is
 // make chaos (CHAOS_FAULTS, default 1000). CHAOS_SEED replays a run's
-// choice of faults, CHAOS_KINDS (comma separated) limits the kinds.
+// choice of faults, CHAOS_KINDS (comma separated) limits the kinds,
+// CHAOS_INTERVAL sets the mean time between fault starts.
 package chaos
 
 import (
@@ -55,6 +73,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/consumer"
@@ -133,6 +152,20 @@ type Report struct {
 	// MaxCallerWait is the longest a Send, or a SendAsync until its
 	// callback, took.
 	MaxCallerWait time.Duration
+	// DeadTargets is how many times a broker was made unable to answer
+	// (kill -9, SIGSTOP, a partition of it or of its cluster, lost
+	// replies: one per fault and broker it took). For each, the
+	// dead-target time is from the fault's start to the start of the
+	// last send request the producer sent to that broker before the fault
+	// healed (0 when none). MaxDeadTarget, P50DeadTarget and
+	// P99DeadTarget are over all of them. DeadTargetOutlasted counts
+	// those where a request still went to the broker in the fault's last
+	// 100 ms: the producer had not left it yet, and its time is cut short
+	// by the fault's end.
+	DeadTargets                                 int
+	MaxDeadTarget, P50DeadTarget, P99DeadTarget time.Duration
+	DeadTargetOutlasted                         int
+	DeadTargetByKind                            map[string]KindDeadTarget
 	// Proxies sums what the fault proxies did.
 	Proxies ProxyStats
 	// Elapsed is the whole run, setup and drain included.
@@ -148,9 +181,10 @@ func (r *Report) DuplicateRate() float64 {
 }
 
 func (r *Report) String() string {
-	return fmt.Sprintf("seed=%d faults=%d %v overlapping=%d acked=%d (sync %d async %d) failed=%d failed_stored=%d consumed=%d acked_lost=%d duplicates=%d (%.4f) max_caller_wait=%v proxies=%+v elapsed=%v",
+	return fmt.Sprintf("seed=%d faults=%d %v overlapping=%d acked=%d (sync %d async %d) failed=%d failed_stored=%d consumed=%d acked_lost=%d duplicates=%d (%.4f) max_caller_wait=%v dead_target: %d faults max=%v p50=%v p99=%v outlasted=%d %v proxies=%+v elapsed=%v",
 		r.Seed, r.Faults, r.ByKind, r.Overlapping, r.AckedSends, r.SyncSends, r.AsyncSends, r.FailedSends, r.FailedStored,
-		r.Consumed, r.AckedLost, r.Duplicates, r.DuplicateRate(), r.MaxCallerWait, r.Proxies, r.Elapsed)
+		r.Consumed, r.AckedLost, r.Duplicates, r.DuplicateRate(), r.MaxCallerWait,
+		r.DeadTargets, r.MaxDeadTarget, r.P50DeadTarget, r.P99DeadTarget, r.DeadTargetOutlasted, r.DeadTargetByKind, r.Proxies, r.Elapsed)
 }
 
 type broker struct {
@@ -172,6 +206,7 @@ type campaign struct {
 	maxWait  time.Duration
 	syncN    int
 	asyncN   int
+	dead     *deadTargets
 
 	active atomic64
 }
@@ -237,6 +272,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var eps []string
+	for _, b := range c.brokers {
+		eps = append(eps, b.proxy.Addr())
+	}
+	c.dead = newDeadTargets(eps)
 	opts.Logf("chaos: seed %d, %d faults, brokers up", opts.Seed, opts.Faults)
 
 	// Consumers first, so they are there from the first message.
@@ -259,7 +299,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		members = append(members, m)
 	}
 	prod, err := producer.New(ctx, producer.WithConfig(cfg), producer.WithLogger(opts.Logger),
-		producer.WithInstanceName("chaos-producer"))
+		producer.WithInstanceName("chaos-producer"),
+		producer.WithDialOptions(grpc.WithChainUnaryInterceptor(c.dead.interceptor)))
 	if err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
 	}
@@ -530,6 +571,7 @@ func (c *campaign) fault(ctx context.Context, kind string, b *broker, d, lat tim
 	case Kill9:
 		defer b.busy.Unlock()
 		b.proc.kill9()
+		defer c.dead.begin(Kill9, b.proxy.Addr())() // until the restart serves
 		sleep(ctx, d)
 		// The restart is not cut short by ctx: the campaign heals what it
 		// broke. A broker that does not come back is a finding, logged.
@@ -544,27 +586,37 @@ func (c *campaign) fault(ctx context.Context, kind string, b *broker, d, lat tim
 	case SigStop:
 		defer b.busy.Unlock()
 		_ = b.proc.signal(syscall.SIGSTOP)
+		end := c.dead.begin(SigStop, b.proxy.Addr())
 		sleep(ctx, d)
 		_ = b.proc.signal(syscall.SIGCONT)
+		end()
 	case Partition:
 		heal := b.proxy.Partition()
+		end := c.dead.begin(Partition, b.proxy.Addr())
 		sleep(ctx, d)
 		heal()
+		end()
 	case PartitionDC:
 		var heals []func()
+		var eps []string
 		for _, o := range c.brokers {
 			if o.cluster == b.cluster {
 				heals = append(heals, o.proxy.Partition())
+				eps = append(eps, o.proxy.Addr())
 			}
 		}
+		end := c.dead.begin(PartitionDC, eps...)
 		sleep(ctx, d)
 		for _, h := range heals {
 			h()
 		}
+		end()
 	case ReplyLost:
 		heal := b.proxy.ReplyLost()
+		end := c.dead.begin(ReplyLost, b.proxy.Addr())
 		sleep(ctx, d)
 		heal()
+		end()
 	case Latency:
 		heal := b.proxy.Delay(lat)
 		sleep(ctx, d)
@@ -630,6 +682,7 @@ func (c *campaign) account(r *Report) {
 		r.Proxies.DroppedReplies += st.DroppedReplies
 	}
 	r.MaxCallerWait = c.maxWait
+	c.dead.report(r)
 }
 
 // ErrUnknownKind is returned by Run for an Options.Kinds entry that is
