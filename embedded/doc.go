@@ -25,8 +25,9 @@
 // environment runs an in-process name server (Env.NameServer) whose routes
 // name those ports: a remoting client sends there and a gRPC consumer reads
 // the same messages. The remoting port serves route lookups (through the
-// name server), heartbeats, single and batch sends; not yet transactions,
-// fault injection, TLS or access control.
+// name server), heartbeats, single and batch sends, end transaction and
+// check-back on the producer's connection; not fault injection, TLS or
+// access control.
 //
 // Design decisions:
 //   - Data goes to a temporary directory unless Options.Dir is set; Close

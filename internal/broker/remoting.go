@@ -9,26 +9,32 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/twinmq/twinmq/internal/broker/txn"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
 	"github.com/twinmq/twinmq/internal/remoting/wire"
+	"github.com/twinmq/twinmq/internal/store"
 )
 
 // remotingServer serves RocketMQ's classic remoting protocol beside gRPC,
 // from the same store and through the same validation (planSend) and
 // storage path (Broker.send) as gRPC's SendMessage. It answers
-// SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, HEART_BEAT and
-// UNREGISTER_CLIENT; other codes get REQUEST_CODE_NOT_SUPPORTED.
+// SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, HEART_BEAT,
+// UNREGISTER_CLIENT and END_TRANSACTION, and sends CHECK_TRANSACTION_STATE
+// to a producer of a half message's group that registered by heartbeat on
+// a connection still open (else the gRPC check-back is tried); other codes
+// get REQUEST_CODE_NOT_SUPPORTED.
 //
 // Where it differs from a RocketMQ broker: the msgId of a send response is
 // the client's own message id (UNIQ_KEY), not an id built from the store
-// address and commit log offset; a transactional message (TRAN_MSG) and a
-// delay level (DELAY) are refused as MESSAGE_ILLEGAL, not yet supported
-// here; an arbitrary delivery time (TIMER_DELIVER_MS) is honoured as the
-// gRPC path does.
+// address and commit log offset; a delay level (DELAY) is refused as
+// MESSAGE_ILLEGAL (never a silent level); an arbitrary delivery time
+// (TIMER_DELIVER_MS) is honoured as the gRPC path does. Fault injection,
+// TLS and access control apply to the gRPC port only.
 type remotingServer struct {
 	b    *Broker
 	lis  net.Listener
@@ -37,12 +43,26 @@ type remotingServer struct {
 	mu        sync.Mutex
 	conns     map[net.Conn]struct{}
 	closed    bool
-	producers map[string]map[string]net.Conn // group -> client id -> its connection
+	producers map[string]map[string]*remConn // group -> client id -> its connection
+	opaque    atomic.Int32
+}
+
+// remConn is a client connection; writes to it are serialized.
+type remConn struct {
+	c   net.Conn
+	wmu sync.Mutex
+}
+
+func (rc *remConn) write(frame []byte) error {
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	_, err := rc.c.Write(frame)
+	return err
 }
 
 func newRemotingServer(b *Broker, lis net.Listener) *remotingServer {
 	return &remotingServer{b: b, lis: lis, addr: advertised(lis.Addr()),
-		conns: map[net.Conn]struct{}{}, producers: map[string]map[string]net.Conn{}}
+		conns: map[net.Conn]struct{}{}, producers: map[string]map[string]*remConn{}}
 }
 
 // RemotingAddr returns the "host:port" of the remoting listener, "" when
@@ -71,7 +91,7 @@ func (s *remotingServer) serve() {
 		s.conns[c] = struct{}{}
 		s.b.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveConn(c)
+		go s.serveConn(&remConn{c: c})
 	}
 }
 
@@ -89,14 +109,15 @@ func (s *remotingServer) close() {
 	}
 }
 
-func (s *remotingServer) serveConn(c net.Conn) {
+func (s *remotingServer) serveConn(rc *remConn) {
+	c := rc.c
 	defer s.b.wg.Done()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
 		for _, m := range s.producers {
 			for id, pc := range m {
-				if pc == c {
+				if pc == rc {
 					delete(m, id)
 				}
 			}
@@ -108,7 +129,6 @@ func (s *remotingServer) serveConn(c net.Conn) {
 	if err != nil {
 		host = c.RemoteAddr().String()
 	}
-	var wmu sync.Mutex
 	var reqs sync.WaitGroup
 	defer reqs.Wait()
 	for {
@@ -122,7 +142,7 @@ func (s *remotingServer) serveConn(c net.Conn) {
 		reqs.Add(1)
 		go func() {
 			defer reqs.Done()
-			h, body := s.handle(c, host, req)
+			h, body := s.handle(rc, host, req)
 			if req.IsOneway() {
 				return
 			}
@@ -132,10 +152,7 @@ func (s *remotingServer) serveConn(c net.Conn) {
 				s.b.log.Warn("remoting: cannot encode a response", zap.Error(err))
 				return
 			}
-			wmu.Lock()
-			_, err = c.Write(frame)
-			wmu.Unlock()
-			if err != nil {
+			if err := rc.write(frame); err != nil {
 				_ = c.Close()
 			}
 		}()
@@ -146,8 +163,10 @@ func remErr(code int32, format string, args ...any) *wire.Header {
 	return &wire.Header{Code: code, Remark: fmt.Sprintf(format, args...)}
 }
 
-func (s *remotingServer) handle(c net.Conn, host string, req *wire.Command) (*wire.Header, []byte) {
+func (s *remotingServer) handle(c *remConn, host string, req *wire.Command) (*wire.Header, []byte) {
 	switch req.Code {
+	case wire.CodeEndTransaction:
+		return s.endTransaction(req), nil
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
 		return s.send(host, req), nil
 	case wire.CodeHeartbeat:
@@ -161,7 +180,7 @@ func (s *remotingServer) handle(c net.Conn, host string, req *wire.Command) (*wi
 	return remErr(wire.RespRequestCodeNotSupported, "request code %d is not supported by this broker", req.Code), nil
 }
 
-func (s *remotingServer) heartbeat(c net.Conn, req *wire.Command) *wire.Header {
+func (s *remotingServer) heartbeat(c *remConn, req *wire.Command) *wire.Header {
 	var hb struct {
 		ClientID        string `json:"clientID"`
 		ProducerDataSet []struct {
@@ -176,7 +195,7 @@ func (s *remotingServer) heartbeat(c net.Conn, req *wire.Command) *wire.Header {
 	for _, p := range hb.ProducerDataSet {
 		m := s.producers[p.GroupName]
 		if m == nil {
-			m = map[string]net.Conn{}
+			m = map[string]*remConn{}
 			s.producers[p.GroupName] = m
 		}
 		m[hb.ClientID] = c
@@ -226,6 +245,13 @@ func (s *remotingServer) send(host string, req *wire.Command) *wire.Header {
 	}
 	plan, err := planSend(msgs, nil, &s.b.cfg.Limits, time.Now(), host)
 	var out sendOutcome
+	if err == nil && plan.kind == TypeTransaction {
+		// The check-back asks a producer of the group that sent the half
+		// message (gRPC producers have none: theirs is the topic).
+		if g := sendExt(req, wire.SendProducerGroup, "producerGroup"); g != "" {
+			plan.messages[0].Properties[propProducerGroup] = g
+		}
+	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		out, err = s.b.send(ctx, plan)
@@ -238,19 +264,125 @@ func (s *remotingServer) send(host string, req *wire.Command) *wire.Header {
 	if st := out.status.GetCode(); out.held == nil && st != rmqpb.Code_OK {
 		return remErr(remotingCode(st), "%s", out.status.GetMessage())
 	}
-	ids, first := out.ids, out.first
+	ids, first, txID := out.ids, out.first, ""
+	qid = plan.messages[0].QueueID
 	if out.held != nil {
 		e := out.held[0]
 		if e.GetStatus().GetCode() != rmqpb.Code_OK {
 			return remErr(remotingCode(e.GetStatus().GetCode()), "%s", e.GetStatus().GetMessage())
 		}
-		ids, first = []string{e.GetMessageId()}, e.GetOffset()
+		ids, first, txID = []string{e.GetMessageId()}, e.GetOffset(), e.GetTransactionId()
+		// sendHeld picks the queue of a held message itself: the one the
+		// client named when valid (a remoting client always names one).
+		if t, ok := s.b.topic(topic); !ok || plan.queueID < 0 || int(plan.queueID) >= t.Queues {
+			qid = -1
+		} else {
+			qid = plan.queueID
+		}
 	}
-	return &wire.Header{Ext: map[string]string{
+	h := &wire.Header{Ext: map[string]string{
 		wire.RespMsgID:       strings.Join(ids, ","),
-		wire.RespQueueID:     strconv.Itoa(int(plan.messages[0].QueueID)),
+		wire.RespQueueID:     strconv.Itoa(int(qid)),
 		wire.RespQueueOffset: strconv.FormatInt(first, 10),
 	}}
+	if txID != "" {
+		h.Ext[wire.RespTxID] = txID
+	}
+	return h
+}
+
+// Resolutions of END_TRANSACTION's commitOrRollback (MessageSysFlag).
+const (
+	remTxNotType  = 0
+	remTxCommit   = 8
+	remTxRollback = 12
+)
+
+// endTransaction resolves a half message (END_TRANSACTION, oneway from the
+// Java client; answered when the client asks for an answer). The
+// transaction id is the one the send answered; topic is optional.
+func (s *remotingServer) endTransaction(req *wire.Command) *wire.Header {
+	txID := req.Ext["transactionId"]
+	if strings.TrimSpace(txID) == "" {
+		return remErr(wire.RespSystemError, "transaction id is empty")
+	}
+	r := txn.Unknown
+	switch req.Ext["commitOrRollback"] {
+	case strconv.Itoa(remTxCommit):
+		r = txn.Commit
+	case strconv.Itoa(remTxRollback):
+		r = txn.Rollback
+	case strconv.Itoa(remTxNotType):
+	default:
+		return remErr(wire.RespSystemError, "commitOrRollback %q is not a resolution", req.Ext["commitOrRollback"])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.b.txn.End(ctx, txID, "", req.Ext["topic"], r)
+	switch {
+	case err == nil, errors.Is(err, txn.ErrResolved):
+		return &wire.Header{}
+	case errors.Is(err, txn.ErrInvalidTransactionID):
+		return remErr(wire.RespSystemError, "%v", err)
+	}
+	st := toStatus(err)
+	s.b.log.Warn("remoting end transaction failed", zap.String("transaction_id", txID), zap.Error(err))
+	return remErr(remotingCode(st.GetCode()), "%s", st.GetMessage())
+}
+
+// checkBack asks a remoting producer of the half message's producer group
+// to resolve it (CHECK_TRANSACTION_STATE, oneway, on the producer's own
+// connection, the message in the body in RocketMQ's stored layout). ok is
+// false when the group has no remoting producer: the gRPC check-back is
+// tried then.
+func (s *remotingServer) checkBack(msg *store.StoredMessage, txID string) (ok bool, err error) {
+	s.mu.Lock()
+	var conns []*remConn
+	for _, rc := range s.producers[msg.Properties[propProducerGroup]] {
+		conns = append(conns, rc)
+	}
+	s.mu.Unlock()
+	if len(conns) == 0 {
+		return false, nil
+	}
+	props := make(map[string]string, len(msg.Properties)+1)
+	for k, v := range msg.Properties {
+		props[k] = v
+	}
+	if msg.Tag != "" {
+		props[wire.PropTags] = msg.Tag
+	}
+	ext := wire.MessageExt{Topic: msg.Topic, QueueID: msg.QueueID, QueueOffset: msg.QueueOffset, CommitLogOff: msg.LogOffset,
+		SysFlag: wire.SysTransactionPrepare, BornTimestamp: msg.BornTimestamp, BornHost: net.JoinHostPort(msg.BornHost, "0"),
+		StoreTimestamp: msg.StoreTimestamp, StoreHost: s.addr, ReconsumeTimes: msg.ReconsumeTimes, Body: msg.Body, Properties: props}
+	body, err := wire.AppendMessageExt(nil, &ext)
+	if err != nil {
+		return true, err
+	}
+	h := &wire.Header{Code: wire.CodeCheckTransactionState, Language: wire.LangJava, Opaque: s.opaque.Add(1), Flag: wire.FlagOneway,
+		Ext: map[string]string{
+			"tranStateTableOffset": strconv.FormatInt(msg.QueueOffset, 10),
+			"commitLogOffset":      strconv.FormatInt(msg.LogOffset, 10),
+			"msgId":                msg.Properties[propUniqKey],
+			"transactionId":        txID,
+			"offsetMsgId":          msg.Properties[propUniqKey],
+			"topic":                msg.Topic,
+			"brokerName":           s.b.Name(),
+		}}
+	frame, err := wire.AppendFrame(nil, h, body, wire.JSON)
+	if err != nil {
+		return true, err
+	}
+	var errs []error
+	start := int(s.b.nonce.Add(1) % uint64(len(conns)))
+	for i := range conns {
+		if err := conns[(start+i)%len(conns)].write(frame); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return true, nil
+	}
+	return true, errors.Join(errs...)
 }
 
 // sendMsgOf converts one remoting message into what planSend validates.
@@ -286,7 +418,7 @@ func (s *remotingServer) sendMsgOf(topic string, qid, sysFlag int32, born int64,
 			m.delivery = pbTimeOf(ms/1000, int32(ms%1000)*1e6, true)
 		case wire.PropTranMsg:
 			if v == "true" {
-				return m, remErr(wire.RespMessageIllegal, "transactional messages over remoting are not supported by this broker yet")
+				m.messageType = rmqpb.MessageType_TRANSACTION
 			}
 		case "DELAY":
 			return m, remErr(wire.RespMessageIllegal, "delay levels are not supported; set %s, an arbitrary delivery time", wire.PropDeliverMS)

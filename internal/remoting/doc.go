@@ -24,13 +24,21 @@
 //     __SHARDINGKEY for a message group, TRACE_CONTEXT, user properties
 //     such as the lane's). Response codes map to the rmqerr classes
 //     (ResponseError, CheckResponse).
+//   - Transactions: half messages (Message.Transaction: TRAN_MSG, PGROUP,
+//     the prepared sysFlag), END_TRANSACTION (oneway, as RocketMQ's
+//     clients send it), and the broker's CHECK_TRANSACTION_STATE parsed
+//     from its stored-message body (ParseTransactionCheck) for a Handler to
+//     answer with EndTransaction.
 //
 // # What is not yet
 //
-// Transactions (half messages, END_TRANSACTION, answering check-back
-// through a checker), delayed messages with a typed error on brokers without
-// the timer, the ACL signature, TLS, the consumer half (pull, pop,
-// rebalance), and the wiring into the producer and the configuration (a
-// cluster's protocol). The producer, consumer and config packages do not use
-// this package yet.
+// A transaction checker interface of the producer's shape (the Handler is
+// the hook), delayed messages with a typed error on brokers without the
+// timer (the property TIMER_DELIVER_MS can be set by hand), the ACL
+// signature, TLS, compression, the consumer half (pull, pop, rebalance),
+// and the wiring into the producer and the configuration (a cluster's
+// protocol). The producer, consumer and config packages do not use this
+// package yet. Nothing here has run against a real RocketMQ broker yet:
+// the suite (internal/remoting/remotingsuite) runs against the embedded
+// broker only.
 package remoting

@@ -31,6 +31,9 @@ type Message struct {
 	Body       []byte
 	// ID is the message id (UNIQ_KEY); Send fills it when empty.
 	ID string
+	// Transaction makes a half message, stored but not delivered until
+	// EndTransaction commits it (or a check-back resolves it).
+	Transaction bool
 }
 
 // SendTarget names where a send goes.
@@ -47,6 +50,8 @@ type SendResult struct {
 	OffsetID    string // the broker's id of the stored record
 	QueueID     int32
 	QueueOffset int64
+	// TransactionID names a half message's transaction (EndTransaction).
+	TransactionID string
 }
 
 // IDGenerator makes message ids in the 32 hex digit form of RocketMQ's
@@ -79,7 +84,7 @@ func (g *IDGenerator) Next() string {
 var ErrInvalidMessage = fmt.Errorf("remoting: invalid message: %w", rmqerr.ErrBadRequest)
 
 // properties builds a message's property map as RocketMQ does.
-func (m *Message) properties() (map[string]string, error) {
+func (m *Message) properties(group string) (map[string]string, error) {
 	p := make(map[string]string, len(m.Properties)+6)
 	for k, v := range m.Properties {
 		p[k] = v
@@ -103,6 +108,10 @@ func (m *Message) properties() (map[string]string, error) {
 	}
 	p[wire.PropUniqKey] = m.ID
 	p[wire.PropWait] = "true"
+	if m.Transaction {
+		p[wire.PropTranMsg] = "true"
+		p[wire.PropProducerGroup] = group
+	}
 	return p, nil
 }
 
@@ -147,7 +156,7 @@ func (c *Client) Send(ctx context.Context, ids *IDGenerator, t SendTarget, m *Me
 	if m.ID == "" {
 		m.ID = ids.Next()
 	}
-	p, err := m.properties()
+	p, err := m.properties(t.ProducerGroup)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -158,7 +167,11 @@ func (c *Client) Send(ctx context.Context, ids *IDGenerator, t SendTarget, m *Me
 	if len(ps) > 0x7FFF {
 		return SendResult{}, fmt.Errorf("%w: properties of %d bytes exceed RocketMQ's 32767", ErrInvalidMessage, len(ps))
 	}
-	resp, err := c.Invoke(ctx, t.Addr, sendHeader(t, m.Topic, ps, false), m.Body)
+	h := sendHeader(t, m.Topic, ps, false)
+	if m.Transaction {
+		h.Ext[wire.SendSysFlag] = strconv.Itoa(int(wire.SysTransactionPrepare))
+	}
+	resp, err := c.Invoke(ctx, t.Addr, h, m.Body)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -187,7 +200,10 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 			m.ID = ids.Next()
 		}
 		uniq[i] = m.ID
-		p, err := m.properties()
+		if m.Transaction {
+			return nil, fmt.Errorf("%w: message %d: a transactional message cannot be sent in a batch", ErrInvalidMessage, i)
+		}
+		p, err := m.properties(t.ProducerGroup)
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +254,7 @@ func parseSendResponse(addr string, resp *wire.Command) (SendResult, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return SendResult{}, fmt.Errorf("remoting %s: send response: %w: %w", addr, rmqerr.ErrInternal, err)
 	}
-	return SendResult{OffsetID: resp.Ext[wire.RespMsgID], QueueID: int32(qid), QueueOffset: off}, nil
+	return SendResult{OffsetID: resp.Ext[wire.RespMsgID], QueueID: int32(qid), QueueOffset: off, TransactionID: resp.Ext[wire.RespTxID]}, nil
 }
 
 type heartbeatData struct {

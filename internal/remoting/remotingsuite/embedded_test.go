@@ -28,8 +28,10 @@ func TestRemotingSuiteEmbedded(t *testing.T) {
 			{Name: remotingsuite.TopicNormal, Queues: 4},
 			{Name: remotingsuite.TopicBatch, Queues: 4},
 			{Name: remotingsuite.TopicFIFO, Queues: 2, Type: embedded.FIFO},
+			{Name: remotingsuite.TopicTxn, Queues: 2, Type: embedded.Transaction},
 		},
-		Groups: []embedded.Group{{Name: remotingsuite.GroupRead}},
+		Groups:           []embedded.Group{{Name: remotingsuite.GroupRead}},
+		TransactionCheck: embedded.TransactionCheck{Timeout: 300 * time.Millisecond, Interval: 200 * time.Millisecond, MaxChecks: 50},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -43,10 +45,11 @@ func TestRemotingSuiteEmbedded(t *testing.T) {
 	}{{"json", wire.JSON}, {"rocketmq", wire.RocketMQ}} {
 		t.Run(st.name, func(t *testing.T) {
 			remotingsuite.Run(t, remotingsuite.Backend{
-				Name:         "embedded-" + st.name,
-				NameServers:  []string{env.NameServer()},
-				GRPCEndpoint: env.Clusters()[0].Endpoints()[0],
-				Serialize:    st.t,
+				Name:            "embedded-" + st.name,
+				NameServers:     []string{env.NameServer()},
+				GRPCEndpoint:    env.Clusters()[0].Endpoints()[0],
+				Serialize:       st.t,
+				CheckBackWithin: 30 * time.Second,
 			})
 		})
 	}

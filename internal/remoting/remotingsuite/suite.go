@@ -7,7 +7,9 @@
 // batch send with each message's id and queue offset, refusals mapped to
 // the rmqerr classes, and, when the backend also has a gRPC endpoint over
 // the same store, a consumer that reads the sent messages back with their
-// tag, keys, message group, trace context and user properties.
+// tag, keys, message group, trace context and user properties, and the
+// outcome of transactions: committed, rolled back, and resolved by the
+// broker's check-back through the client's handler.
 package remotingsuite
 
 import (
@@ -37,15 +39,20 @@ type Backend struct {
 	GRPCEndpoint string
 	// Serialize is the header serialization the client sends.
 	Serialize wire.SerializeType
-	Logger    *zap.Logger
+	// CheckBackWithin bounds how long the broker takes to check an
+	// unresolved half message back; 0 skips the check-back case.
+	CheckBackWithin time.Duration
+	Logger          *zap.Logger
 }
 
 // Topics and groups a backend must provide: TopicNormal and TopicBatch of
-// type NORMAL, TopicFIFO of type FIFO; GroupRead a consumer group.
+// type NORMAL, TopicFIFO of type FIFO, TopicTxn of type TRANSACTION;
+// GroupRead a consumer group.
 const (
 	TopicNormal   = "remoting_normal"
 	TopicBatch    = "remoting_batch"
 	TopicFIFO     = "remoting_fifo"
+	TopicTxn      = "remoting_txn"
 	GroupRead     = "remoting_read_group"
 	ProducerGroup = "remoting_producer_group"
 
@@ -67,6 +74,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Refusals", s.testRefusals)
 	if b.GRPCEndpoint != "" {
 		t.Run("ConsumeWhatWasSent", s.testConsume)
+		t.Run("Transactions", s.testTransactions)
 	}
 }
 
@@ -293,4 +301,71 @@ func (s *suite) read(ctx context.Context, t *testing.T, topic string, want func(
 		}
 	}
 	return got
+}
+
+// A committed half message is delivered, a rolled back one is not, and one
+// left unresolved is checked back on the producer's connection and
+// delivered once the handler commits it.
+func (s *suite) testTransactions(t *testing.T) {
+	ctx := s.ctx(t, 90*time.Second)
+	checked := make(chan *remoting.TransactionCheck, 4)
+	var c *remoting.Client
+	c = remoting.New(remoting.WithSerializeType(s.b.Serialize), remoting.WithLogger(s.b.Logger),
+		remoting.WithHandler(func(hctx context.Context, addr string, req *wire.Command) (*wire.Header, []byte) {
+			tc, err := remoting.ParseTransactionCheck(addr, req)
+			if err != nil {
+				t.Errorf("check-back: %v", err)
+				return nil, nil
+			}
+			checked <- tc
+			err = c.EndTransaction(hctx, remoting.EndTransaction{Addr: addr, ProducerGroup: ProducerGroup, Topic: tc.Message.Topic,
+				MessageID: tc.MessageID, TransactionID: tc.TransactionID, QueueOffset: tc.QueueOffset,
+				CommitLogOff: tc.CommitLogOff, Resolution: remoting.Commit, FromCheck: true})
+			if err != nil {
+				t.Errorf("end transaction from check-back: %v", err)
+			}
+			return nil, nil
+		}))
+	t.Cleanup(func() { _ = c.Close() })
+	ns, err := remoting.NewNameServer(c, s.b.NameServers)
+	require.NoError(t, err)
+	ids := remoting.NewIDGenerator()
+	q := s.queues(ctx, t, ns, TopicTxn)[0]
+	tg := target(q)
+	require.NoError(t, c.Heartbeat(ctx, q.Addr, "suite-txn@1", []string{ProducerGroup}))
+	send := func(body string) (*remoting.Message, remoting.SendResult) {
+		m := &remoting.Message{Topic: TopicTxn, Transaction: true, Tag: "txn", Body: []byte(body)}
+		r, err := c.Send(ctx, ids, tg, m)
+		require.NoError(t, err)
+		require.NotEmpty(t, r.TransactionID)
+		return m, r
+	}
+	end := func(m *remoting.Message, r remoting.SendResult, res remoting.Resolution) {
+		require.NoError(t, c.EndTransaction(ctx, remoting.EndTransaction{Addr: q.Addr, ProducerGroup: ProducerGroup, Topic: TopicTxn,
+			MessageID: m.ID, TransactionID: r.TransactionID, QueueOffset: r.QueueOffset, Resolution: res}))
+	}
+	rolled, rr := send("rolled back")
+	end(rolled, rr, remoting.Rollback)
+	committed, cr := send("committed")
+	end(committed, cr, remoting.Commit)
+	want := map[string]bool{committed.ID: true}
+	var orphan *remoting.Message
+	if s.b.CheckBackWithin > 0 {
+		orphan, _ = send("checked back")
+		want[orphan.ID] = true
+	}
+	got := s.read(ctx, t, TopicTxn, func(id string) bool { return want[id] || id == rolled.ID }, len(want))
+	require.NotContains(t, got, rolled.ID, "a rolled back transaction must not be delivered")
+	require.Equal(t, []byte("committed"), got[committed.ID].Body)
+	if orphan != nil {
+		select {
+		case tc := <-checked:
+			require.Equal(t, orphan.ID, tc.MessageID)
+			require.Equal(t, []byte("checked back"), tc.Message.Body)
+			require.Equal(t, TopicTxn, tc.Message.Topic)
+		default:
+			t.Fatal("the orphan was delivered without a check-back")
+		}
+		require.Equal(t, []byte("checked back"), got[orphan.ID].Body)
+	}
 }

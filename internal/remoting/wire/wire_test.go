@@ -144,3 +144,30 @@ func FuzzDecodeHeader(f *testing.F) {
 		}
 	})
 }
+
+func TestMessageExtRoundTrip(t *testing.T) {
+	m := MessageExt{Topic: "T", QueueID: 3, Flag: 1, QueueOffset: 9, CommitLogOff: 1234, SysFlag: SysTransactionPrepare,
+		BornTimestamp: 1700000000000, BornHost: "10.1.2.3:5555", StoreTimestamp: 1700000000001, StoreHost: "127.0.0.1:10911",
+		ReconsumeTimes: 2, PreparedTxOff: 77, Body: []byte("hello"), Properties: map[string]string{"UNIQ_KEY": "ABC"}}
+	b, err := AppendMessageExt(nil, &m)
+	require.NoError(t, err)
+	b, err = AppendMessageExt(b, &m)
+	require.NoError(t, err)
+	out, err := DecodeMessageExts(b)
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	require.Equal(t, m, out[1])
+	_, err = DecodeMessageExts(b[:len(b)-1])
+	require.ErrorIs(t, err, ErrMalformed)
+}
+
+func FuzzDecodeMessageExts(f *testing.F) {
+	m := MessageExt{Topic: "T", Body: []byte("x"), BornHost: "1.2.3.4:5", StoreHost: "1.2.3.4:6"}
+	b, _ := AppendMessageExt(nil, &m)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := DecodeMessageExts(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("untyped error %v", err)
+		}
+	})
+}
