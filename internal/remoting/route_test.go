@@ -73,3 +73,32 @@ func TestNameServerFailover(t *testing.T) {
 	_, err = NewNameServer(c, nil)
 	require.ErrorIs(t, err, ErrNoNameServer)
 }
+
+// The refresher looks each topic up every interval and stops on Close.
+func TestRefresher(t *testing.T) {
+	srv := newFakeServer(t, wire.JSON, func(_ net.Conn, req *wire.Command) *wire.Header {
+		return &wire.Header{Code: wire.RespTopicNotExist, Remark: req.Ext["topic"]}
+	})
+	c := New()
+	defer c.Close()
+	ns, err := NewNameServer(c, []string{srv.addr()})
+	require.NoError(t, err)
+	got := make(chan error, 16)
+	f := ns.Refresh(10*time.Millisecond, 5*time.Second, func() []string { return []string{"A", "B"} },
+		func(topic string, r *Route, err error) {
+			select {
+			case got <- err:
+			default:
+			}
+		})
+	for range 4 {
+		select {
+		case err := <-got:
+			require.ErrorIs(t, err, rmqerr.ErrNotFound)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no refresh")
+		}
+	}
+	f.Close()
+	f.Close()
+}
