@@ -15,5 +15,7 @@
 // The JSON header is what fastjson writes for RemotingCommand: code,
 // language as the enum's name ("GO"), version, opaque, flag, remark and
 // extFields (a string map). A decoder accepts the language as a name or a
-// number, as servers of either kind may answer.
+// number, as servers of either kind may answer. The binary header holds
+// code and version in 16 bits: a larger code (the pop codes of RocketMQ 5,
+// 200050 and up) can only be sent with JSON, and encoding refuses it.
 package wire

@@ -258,6 +258,11 @@ func decodeJSONHeader(b []byte) (*Header, error) {
 }
 
 func encodeBinaryHeader(h *Header) ([]byte, error) {
+	if h.Code != int32(int16(h.Code)) || h.Version != int32(int16(h.Version)) {
+		// The binary form has 16 bits for each (RocketMQ truncates; a
+		// truncated code would name another request).
+		return nil, fmt.Errorf("remoting: code %d or version %d does not fit the binary header's 16 bits, use JSON", h.Code, h.Version)
+	}
 	keys := make([]string, 0, len(h.Ext))
 	for k := range h.Ext {
 		keys = append(keys, k)

@@ -55,6 +55,15 @@ func TestJSONHeaderFromJava(t *testing.T) {
 	require.Equal(t, "x", h.Remark)
 }
 
+// A pop code does not fit the binary header's 16 bits: refused, not
+// truncated into another request's code.
+func TestBinaryHeaderRefusesWideCode(t *testing.T) {
+	_, err := EncodeHeader(&Header{Code: 200050}, RocketMQ)
+	require.Error(t, err)
+	_, err = EncodeHeader(&Header{Code: 200050}, JSON)
+	require.NoError(t, err)
+}
+
 func TestDecodeErrorsAreTyped(t *testing.T) {
 	_, err := DecodeFrame([]byte{0, 0, 0, 9, 1}, 0)
 	require.ErrorIs(t, err, ErrMalformed)
