@@ -119,6 +119,7 @@ bench-consume:
 # with FIGURE wire_send_1_msgs_s and FIGURE wire_send_32_msgs_s.
 bench-wire:
 	$(GO) test -run '^$$' -bench '^BenchmarkWireSend$$' -benchtime $(BENCHTIME) -count 1 ./internal/wiresuite/ | $(GO) run ./internal/benchfig $(call want,wire_send_1_msgs_s wire_send_32_msgs_s)
+	$(GO) test -run '^$$' -bench '^BenchmarkRemotingSend$$' -benchtime $(BENCHTIME) -count 1 ./internal/remoting/remotingsuite/ | $(GO) run ./internal/benchfig $(call want,wire_remoting_send_1_msgs_s wire_remoting_send_32_msgs_s)
 
 # Delayed messages: 10,000 with random delays up to 10 s, on the wall
 # clock. First the timer store alone (due time to the append into the real
@@ -151,7 +152,9 @@ FUZZ_TARGETS := \
 	./internal/broker:FuzzReceiveRequest ./internal/broker:FuzzValidateSend \
 	./internal/broker:FuzzSendRequestDecode \
 	./internal/broker/auth:FuzzParseAuthorization \
-	./config:FuzzParse ./lane:FuzzParse
+	./config:FuzzParse ./lane:FuzzParse \
+	./internal/remoting/wire:FuzzDecodeFrame ./internal/remoting/wire:FuzzDecodeHeader \
+	./internal/remoting/wire:FuzzDecodeMessageExts ./internal/remoting:FuzzQuoteNumericKeys
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -23,6 +23,7 @@ type Broker struct {
 	mu       sync.Mutex
 	b        *broker.Broker // nil while stopped
 	endpoint string
+	remoting string
 	peers    []broker.Peer
 }
 
@@ -45,8 +46,10 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.b = nb
 	b.endpoint = nb.Addr()
-	// A restart must come back on the same port.
+	b.remoting = nb.RemotingAddr()
+	// A restart must come back on the same ports.
 	b.cfg.Listen = b.endpoint
+	b.cfg.RemotingListen = b.remoting
 	return nil
 }
 
@@ -71,6 +74,15 @@ func (b *Broker) Endpoint() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.endpoint
+}
+
+// RemotingEndpoint returns the "127.0.0.1:port" the broker serves
+// RocketMQ's classic remoting protocol on, from the same store as its gRPC
+// endpoint.
+func (b *Broker) RemotingEndpoint() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.remoting
 }
 
 // Running reports whether the broker serves.

@@ -20,6 +20,15 @@
 // access keys and permissions (Options.Users), as a RocketMQ 5 proxy with
 // ACL 2.0 does.
 //
+// Each broker also serves RocketMQ's classic remoting protocol on a port of
+// its own (Broker.RemotingEndpoint), from the same store, and the
+// environment runs an in-process name server (Env.NameServer) whose routes
+// name those ports: a remoting client sends there and a gRPC consumer reads
+// the same messages. The remoting port serves route lookups (through the
+// name server), heartbeats, single and batch sends, end transaction and
+// check-back on the producer's connection; not fault injection, TLS or
+// access control.
+//
 // Design decisions:
 //   - Data goes to a temporary directory unless Options.Dir is set; Close
 //     removes a temporary directory, never a user's.

@@ -174,9 +174,31 @@ type Options struct {
 
 // Env is a running set of clusters.
 type Env struct {
-	clusters []*Cluster
-	dir      string
-	tempDir  bool
+	clusters   []*Cluster
+	dir        string
+	tempDir    bool
+	nameServer *broker.NameServer
+}
+
+// NameServer returns the "host:port" of the environment's in-process
+// RocketMQ name server: remoting clients look routes up there
+// (GET_ROUTEINFO_BY_TOPIC), and the routes name the brokers' remoting
+// endpoints.
+func (e *Env) NameServer() string { return e.nameServer.Addr() }
+
+// runningBrokers lists the brokers that serve now, for the name server.
+func (e *Env) runningBrokers() []*broker.Broker {
+	var out []*broker.Broker
+	for _, c := range e.clusters {
+		for _, b := range c.brokers {
+			b.mu.Lock()
+			if b.b != nil {
+				out = append(out, b.b)
+			}
+			b.mu.Unlock()
+		}
+	}
+	return out
 }
 
 // Cluster is a group of brokers that list each other in routes.
@@ -264,11 +286,14 @@ func (o *Options) normalize() error {
 // brokerConfig builds the config of one broker from the options.
 func (o *Options) brokerConfig(cluster, name, dir string) (broker.Config, error) {
 	cfg := broker.Config{
-		Cluster:      cluster,
-		Name:         name,
-		Listen:       "127.0.0.1:0",
-		DataDir:      dir,
-		StrictGroups: o.StrictGroups,
+		Cluster: cluster,
+		Name:    name,
+		Listen:  "127.0.0.1:0",
+		// Every embedded broker also speaks the classic remoting
+		// protocol, on a port of its own (Broker.RemotingEndpoint).
+		RemotingListen: "127.0.0.1:0",
+		DataDir:        dir,
+		StrictGroups:   o.StrictGroups,
 		Limits: broker.Limits{
 			MinInvisible:   o.MinInvisibleDuration,
 			MinLongPolling: o.MinLongPolling,
@@ -315,6 +340,11 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		defer cancel()
 		return nil, errors.Join(err, env.Close(closeCtx))
 	}
+	ns, err := broker.StartNameServer("127.0.0.1:0", env.runningBrokers)
+	if err != nil {
+		return fail(fmt.Errorf("embedded: %w", err))
+	}
+	env.nameServer = ns
 	for _, cname := range opts.ClusterNames {
 		c := &Cluster{Name: cname}
 		env.clusters = append(env.clusters, c)
@@ -354,6 +384,9 @@ func (c *Cluster) linkPeers() error {
 // Close stops every broker and, for a temporary Dir, removes the data.
 func (e *Env) Close(ctx context.Context) error {
 	var errs []error
+	if e.nameServer != nil {
+		errs = append(errs, e.nameServer.Close())
+	}
 	for _, c := range e.clusters {
 		for _, b := range c.brokers {
 			errs = append(errs, b.Stop(ctx))

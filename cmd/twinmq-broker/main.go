@@ -47,6 +47,12 @@
 // "transactions": {"timeout": "6s", "checkInterval": "30s", "maxChecks": 15}
 // tunes the check-back of orphaned transactions.
 //
+// A broker's optional "remotingListen" also serves RocketMQ's classic
+// remoting protocol there (route lookup, heartbeats, single and batch
+// sends) from the same store; the optional top-level "nameServerListen"
+// runs a name server whose routes name the remoting addresses of the
+// brokers of this process.
+//
 // It stops cleanly (consumer progress written, stores closed) on SIGINT or
 // SIGTERM.
 package main
@@ -77,15 +83,17 @@ import (
 )
 
 type fileConfig struct {
-	Cluster       string        `json:"cluster"`
-	DataDir       string        `json:"dataDir"`
-	Flush         string        `json:"flush"`
-	StrictGroups  bool          `json:"strictGroups"`
-	LogLevel      string        `json:"logLevel"`
-	MetricsListen string        `json:"metricsListen"`
-	Brokers       []brokerEntry `json:"brokers"`
-	Topics        []topicEntry  `json:"topics"`
-	Groups        []groupEntry  `json:"groups"`
+	Cluster       string `json:"cluster"`
+	DataDir       string `json:"dataDir"`
+	Flush         string `json:"flush"`
+	StrictGroups  bool   `json:"strictGroups"`
+	LogLevel      string `json:"logLevel"`
+	MetricsListen string `json:"metricsListen"`
+	// NameServerListen, when set, runs a remoting name server there.
+	NameServerListen string        `json:"nameServerListen"`
+	Brokers          []brokerEntry `json:"brokers"`
+	Topics           []topicEntry  `json:"topics"`
+	Groups           []groupEntry  `json:"groups"`
 	// TLS, users and transaction checks: see security.go.
 	TLS                *tlsEntry         `json:"tls"`
 	Users              []userEntry       `json:"users"`
@@ -106,6 +114,8 @@ type brokerEntry struct {
 	Name      string `json:"name"`
 	Listen    string `json:"listen"`
 	Advertise string `json:"advertise"`
+	// RemotingListen, when set, serves the remoting protocol there.
+	RemotingListen string `json:"remotingListen"`
 }
 
 type topicEntry struct {
@@ -203,7 +213,7 @@ func (fc *fileConfig) brokerConfigs(log *zap.Logger, reg prometheus.Registerer) 
 		}
 		found = true
 		out = append(out, broker.Config{
-			Cluster: fc.Cluster, Name: b.Name, Listen: b.Listen, Advertise: b.Advertise,
+			Cluster: fc.Cluster, Name: b.Name, Listen: b.Listen, Advertise: b.Advertise, RemotingListen: b.RemotingListen,
 			DataDir: filepath.Join(fc.DataDir, b.Name), Topics: topics, Groups: groups,
 			StrictGroups: fc.StrictGroups, Store: store.Options{Flush: flush},
 			Security: sec, Transactions: tx, Limits: limits,
@@ -288,6 +298,14 @@ func run(ctx context.Context, fc *fileConfig, log *zap.Logger, ready func(addrs 
 		if err := b.SetPeers(peers); err != nil {
 			return errors.Join(err, stopAll())
 		}
+	}
+	if fc.NameServerListen != "" {
+		ns, err := broker.StartNameServer(fc.NameServerListen, func() []*broker.Broker { return brokers })
+		if err != nil {
+			return errors.Join(err, stopAll())
+		}
+		defer func() { _ = ns.Close() }()
+		log.Info("name server up", zap.String("addr", ns.Addr()))
 	}
 	var srv *http.Server
 	if fc.MetricsListen != "" {

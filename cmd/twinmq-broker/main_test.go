@@ -20,6 +20,7 @@ import (
 
 	"github.com/twinmq/twinmq/internal/broker"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
+	"github.com/twinmq/twinmq/internal/remoting"
 )
 
 func TestRunServesTheClusterUntilCancelled(t *testing.T) {
@@ -179,6 +180,47 @@ func TestMetricsIncludeGoRuntimeAndProcess(t *testing.T) {
 	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
 		assert.Contains(t, string(body), "\n"+name+" ", name)
 	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// A broker with remotingListen takes sends over remoting, routed by the
+// process's name server.
+func TestRemotingListenAndNameServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	nsAddr := lis.Addr().String()
+	require.NoError(t, lis.Close())
+	fc, err := loadConfig(strings.NewReader(`{
+	  "cluster": "c1", "dataDir": "` + t.TempDir() + `", "nameServerListen": "` + nsAddr + `",
+	  "brokers": [{"name": "b0", "listen": "127.0.0.1:0", "remotingListen": "127.0.0.1:0"}],
+	  "topics": [{"name": "orders", "queues": 2}]
+	}`))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, fc, zap.NewNop(), func([]string) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	c := remoting.New()
+	ns, err := remoting.NewNameServer(c, []string{nsAddr})
+	require.NoError(t, err)
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	r, err := ns.Route(rctx, "orders")
+	require.NoError(t, err)
+	qs := r.WriteQueues()
+	require.Len(t, qs, 2)
+	res, err := c.Send(rctx, remoting.NewIDGenerator(), remoting.SendTarget{Addr: qs[1].Addr, BrokerName: qs[1].BrokerName, QueueID: 1, ProducerGroup: "p"},
+		&remoting.Message{Topic: "orders", Body: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), res.QueueID)
+	require.Equal(t, int64(0), res.QueueOffset)
+	require.NoError(t, c.Close())
 	cancel()
 	require.NoError(t, <-done)
 }

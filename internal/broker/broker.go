@@ -51,8 +51,9 @@ type Broker struct {
 	srv       *grpc.Server
 	lis       net.Listener
 	addr      string
-	routeAddr string       // what QueryRoute names: Config.Advertise, else addr
-	state     atomic.Int32 // 0 new, 1 running, 2 closed
+	routeAddr string          // what QueryRoute names: Config.Advertise, else addr
+	rem       *remotingServer // nil without Config.RemotingListen
+	state     atomic.Int32    // 0 new, 1 running, 2 closed
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closed    chan struct{}
@@ -166,6 +167,18 @@ func (b *Broker) Start(ctx context.Context) error {
 		grpc.InitialWindowSize(pbcodec.StreamWindow), grpc.InitialConnWindowSize(pbcodec.ConnWindow),
 		grpc.ReadBufferSize(pbcodec.BufferSize), grpc.WriteBufferSize(pbcodec.BufferSize))...)
 	b.srv.RegisterService(messagingServiceDesc(), &service{b: b})
+	if b.cfg.RemotingListen != "" {
+		rl, err := net.Listen("tcp", b.cfg.RemotingListen)
+		if err != nil {
+			_ = lis.Close()
+			_ = b.closeHeld()
+			_ = st.Close()
+			return b.startFailed(fmt.Errorf("broker %s: remoting listen %s: %w", b.cfg.Name, b.cfg.RemotingListen, err))
+		}
+		b.rem = newRemotingServer(b, rl)
+		b.wg.Add(1)
+		go b.rem.serve()
+	}
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
@@ -220,6 +233,9 @@ func (b *Broker) Close(ctx context.Context) error {
 	}
 	defer b.closeOnce.Do(func() { close(b.closed) })
 	close(b.stop)
+	if b.rem != nil {
+		b.rem.close()
+	}
 	done := make(chan struct{})
 	go func() {
 		b.srv.GracefulStop()

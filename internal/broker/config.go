@@ -170,6 +170,10 @@ type Config struct {
 	// broker through something in between, a proxy or a NAT, so that the
 	// routes send them the same way.
 	Advertise string
+	// RemotingListen, when set, is the address the broker also serves
+	// RocketMQ's classic remoting protocol on (send and batch send, see
+	// remoting.go), from the same store. Empty: no remoting listener.
+	RemotingListen string
 	// DataDir holds the store (DataDir/store) and the consumer progress
 	// (DataDir/progress). Required.
 	DataDir string

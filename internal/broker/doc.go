@@ -1,5 +1,7 @@
 // Package broker serves the RocketMQ 5 gRPC protocol (apache.rocketmq.v2
-// MessagingService) over the storage core of internal/store. One Broker is
+// MessagingService) over the storage core of internal/store, and, with
+// Config.RemotingListen, the classic remoting protocol beside it from the
+// same store (remoting.go; NameServer is the in-process name server). One Broker is
 // one gRPC endpoint with its own store, as a RocketMQ 5 broker running the
 // proxy in Local mode; a cluster is several brokers that list each other
 // (Peers) in QueryRoute answers. The public starter package embedded builds

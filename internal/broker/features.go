@@ -178,6 +178,11 @@ var ErrNoProducer = errors.New("broker: no live producer for the topic")
 // Settings publish to the topic qualifies; they are tried in turn, from a
 // rotating start, until a write succeeds.
 func (b *Broker) checkBack(ctx context.Context, _ string, msg store.StoredMessage, txID string) error {
+	if b.rem != nil {
+		if ok, err := b.rem.checkBack(&msg, txID); ok {
+			return err
+		}
+	}
 	ids := b.Producers(msg.Topic)
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: %s", ErrNoProducer, msg.Topic)

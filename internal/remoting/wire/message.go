@@ -1,0 +1,112 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+const (
+	nameSep  = '\u0001'
+	valueSep = '\u0002'
+)
+
+// EncodeProperties writes properties as RocketMQ does: name \u0001 value
+// \u0002, repeated, in key order (RocketMQ uses its map's order; the order
+// carries no meaning). A key or value holding a separator is refused.
+func EncodeProperties(props map[string]string) (string, error) {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		v := props[k]
+		if strings.ContainsAny(k, "\u0001\u0002") || strings.ContainsAny(v, "\u0001\u0002") {
+			return "", fmt.Errorf("%w: property %q holds a separator character", ErrMalformed, k)
+		}
+		b.WriteString(k)
+		b.WriteByte(nameSep)
+		b.WriteString(v)
+		b.WriteByte(valueSep)
+	}
+	return b.String(), nil
+}
+
+// DecodeProperties reads the properties string. A pair without a name
+// separator is skipped, as RocketMQ does.
+func DecodeProperties(s string) map[string]string {
+	m := map[string]string{}
+	for len(s) > 0 {
+		item := s
+		if i := strings.IndexByte(s, valueSep); i >= 0 {
+			item, s = s[:i], s[i+1:]
+		} else {
+			s = ""
+		}
+		if j := strings.IndexByte(item, nameSep); j >= 0 {
+			m[item[:j]] = item[j+1:]
+		}
+	}
+	return m
+}
+
+// BatchMessage is one message of a batch body.
+type BatchMessage struct {
+	Flag       int32
+	Body       []byte
+	Properties string // encoded, see EncodeProperties
+}
+
+// AppendBatch appends messages in the batch body encoding
+// (MessageDecoder.encodeMessages): per message total size, magic 0, body CRC
+// 0, flag, body length, body, short properties length, properties.
+func AppendBatch(dst []byte, msgs []BatchMessage) ([]byte, error) {
+	for i, m := range msgs {
+		if len(m.Properties) > 0x7FFF {
+			return dst, fmt.Errorf("%w: message %d: properties of %d bytes exceed a short", ErrMalformed, i, len(m.Properties))
+		}
+		total := 4 + 4 + 4 + 4 + 4 + len(m.Body) + 2 + len(m.Properties)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(total))
+		dst = binary.BigEndian.AppendUint32(dst, 0)
+		dst = binary.BigEndian.AppendUint32(dst, 0)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(m.Flag))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Body)))
+		dst = append(dst, m.Body...)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(m.Properties)))
+		dst = append(dst, m.Properties...)
+	}
+	return dst, nil
+}
+
+// DecodeBatch reads a batch body. Bodies are views of b.
+func DecodeBatch(b []byte) ([]BatchMessage, error) {
+	var out []BatchMessage
+	for len(b) > 0 {
+		r := &reader{b: b}
+		total := int(int32(r.u32("total size")))
+		if r.err != nil {
+			return nil, r.err
+		}
+		if total < 22 || total > len(b) {
+			return nil, malformed("batch message %d: total size %d, %d bytes left", len(out), total, len(b))
+		}
+		r = &reader{b: b[4:total]}
+		r.u32("magic")
+		r.u32("body crc")
+		flag := int32(r.u32("flag"))
+		body := r.take(int(int32(r.u32("body length"))), "body")
+		props := r.take(int(r.u16("properties length")), "properties")
+		if r.err != nil {
+			return nil, fmt.Errorf("batch message %d: %w", len(out), r.err)
+		}
+		if len(r.b) != 0 {
+			return nil, malformed("batch message %d: %d bytes after properties", len(out), len(r.b))
+		}
+		out = append(out, BatchMessage{Flag: flag, Body: body, Properties: string(props)})
+		b = b[total:]
+	}
+	return out, nil
+}
