@@ -8,7 +8,11 @@
 // A scheduled message is first appended, whole, to the system topic
 // rmq_sys_wheel_timer (queue 0) of the storage core, with its destination in
 // the properties REAL_TOPIC and REAL_QID and its delivery time in
-// TIMER_DELIVER_MS. That append is the durable acceptance of the message.
+// TIMER_DELIVER_MS. That append is the durable acceptance of the message:
+// over a sync-flush store, an append that no fsync confirmed (the fsync
+// failed, or the caller's context ended first) is no acceptance, and
+// Schedule returns store.ErrNotDurable at once, for a power loss may take
+// the message back.
 // One goroutine tails that topic (as RocketMQ's enqueue services read the
 // timer topic's consume queue) and, for each message, writes a fixed-size
 // record to the timer log and puts an entry into the in-memory timing wheel.

@@ -77,6 +77,20 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = kept
 }
 
+// armed returns how many timers wait for a later time (neither fired nor
+// stopped).
+func (c *fakeClock) armed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, w := range c.waiters {
+		if !w.stopped {
+			n++
+		}
+	}
+	return n
+}
+
 // delivery is one message the recorder received.
 type delivery struct {
 	id    string

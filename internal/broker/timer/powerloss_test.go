@@ -1,9 +1,11 @@
 package timer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +222,58 @@ func TestLogReadFaultFailsOpen(t *testing.T) {
 		clock.Advance(time.Second)
 		return rec.distinct() == 3
 	})
+}
+
+// Over a sync-flush store, an append that no fsync confirmed is no
+// acceptance: Schedule says so (store.ErrNotDurable), and a power loss may
+// take the message back. Schedule used to wait for the timer's tail, which
+// never sees a message before an fsync covers it, until ctx ended, and
+// then return nil: an acknowledged message was lost (the crash test's rare
+// "missing" message, when its crash point came between the store's write
+// and its fsync).
+func TestScheduleNotDurableIsNotAcknowledged(t *testing.T) {
+	fs := vfs.NewMem(7, vfs.Strict())
+	var failSync atomic.Bool
+	boom := errors.New("injected fsync fault")
+	fs.SyncFault = func(name string) error {
+		if failSync.Load() && strings.HasPrefix(name, "/s/commitlog/") {
+			return boom
+		}
+		return nil
+	}
+	sopts := store.Options{Dir: "/s", FS: fs, SegmentSize: store.MinSegmentSize, MaxMessageSize: 64 << 10,
+		Flush: store.FlushSync}
+	st := openStore(t, sopts)
+	clock := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	tm := openTimer(t, st, fs, "/timer", newRecorder(clock, nil), func(o *Options) { o.Clock = clock })
+	at := clock.Now().Add(time.Second)
+	_, err := tm.Schedule(testCtx(t), delayed("kept", "dest", 0), at)
+	require.NoError(t, err)
+
+	failSync.Store(true)
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	sc, err := tm.Schedule(ctx, delayed("unsure", "dest", 0), at)
+	cancel()
+	require.ErrorIs(t, err, store.ErrNotDurable, "a message no fsync confirmed was acknowledged")
+	require.ErrorIs(t, err, boom)
+	require.EqualValues(t, 1, sc.Offset)
+
+	img := fs.SyncedClone() // the power loss takes the unsynced append
+	_ = tm.Close()
+	_ = st.Close() // failed since the fsync fault
+	sopts.FS = img
+	st2 := openStore(t, sopts)
+	defer st2.Close()
+	_, end := st2.Offsets(SystemTopic, 0)
+	require.EqualValues(t, 1, end, "the power loss must take the unconfirmed message")
+	rec2 := newRecorder(clock, nil)
+	tm2 := openTimer(t, st2, img, "/timer", rec2, func(o *Options) { o.Clock = clock })
+	defer tm2.Close()
+	waitFor(t, 5*time.Second, "the acknowledged message", func() bool {
+		clock.Advance(100 * time.Millisecond)
+		return rec2.count() >= 1
+	})
+	got := rec2.snapshot()
+	require.Len(t, got, 1)
+	require.Equal(t, "kept", got[0].id)
 }

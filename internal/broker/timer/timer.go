@@ -145,6 +145,12 @@ func Open(ctx context.Context, opts Options) (*Timer, error) {
 // durable as the store's appends) and known to the wheel, or when ctx ends
 // after the append: the message is then still delivered. A time in the past
 // delivers at once.
+//
+// When the store wrote the message but no fsync confirmed it (a sync-flush
+// store whose fsync failed, or ctx ended first), Schedule returns at once
+// with the Scheduled and an error wrapping store.ErrNotDurable: the
+// message was not accepted; it is delivered if it survives (no crash came,
+// or the crash kept it), and lost otherwise.
 func (t *Timer) Schedule(ctx context.Context, msg store.Message, at time.Time) (Scheduled, error) {
 	if t.closed.Load() {
 		return Scheduled{}, ErrClosed
@@ -172,10 +178,19 @@ func (t *Timer) Schedule(ctx context.Context, msg store.Message, at time.Time) (
 		return Scheduled{}, fmt.Errorf("timer: store scheduled message: %w", err)
 	}
 	sc := Scheduled{Offset: res.FirstOffset, At: atMs}
-	if werr := t.waitEnqueued(ctx, res.FirstOffset); werr != nil && !errors.Is(werr, ErrClosed) {
-		return sc, nil // stored: the tail will still enqueue it
+	if err != nil {
+		// Written, but no fsync confirmed it (the fsync failed, or ctx
+		// ended first): a power loss may take it back, so this is no
+		// acceptance. Under sync flush the tail sees a message only once
+		// an fsync covered it, so waiting for the wheel would only wait
+		// for ctx to end, and then report it accepted (it did: the
+		// message was lost after Schedule returned nil).
+		return sc, fmt.Errorf("timer: store scheduled message: %w", err)
 	}
-	return sc, err
+	// Durable in the store: should ctx end or the timer close before the
+	// tail logs it, the tail (or the next Open) still enqueues it.
+	_ = t.waitEnqueued(ctx, res.FirstOffset)
+	return sc, nil
 }
 
 // waitEnqueued waits until the tail has logged offset off.
