@@ -54,8 +54,12 @@ type Security struct {
 // storeDeliverer appends due and committed messages to their real topic.
 type storeDeliverer struct{ b *Broker }
 
+// An append no fsync confirmed (store.ErrNotDurable) is a failed delivery:
+// the timer or the transaction manager tries again rather than count a
+// message as delivered that a power loss may take away (a copy that
+// survives as well makes a duplicate, never a loss).
 func (d storeDeliverer) Deliver(ctx context.Context, m store.Message) error {
-	if _, err := d.b.store.Append(ctx, []store.Message{m}); err != nil && !errors.Is(err, store.ErrNotDurable) {
+	if _, err := d.b.store.Append(ctx, []store.Message{m}); err != nil {
 		return err
 	}
 	d.b.met.messagesIn.Inc()

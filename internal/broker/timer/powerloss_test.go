@@ -277,3 +277,58 @@ func TestScheduleNotDurableIsNotAcknowledged(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "kept", got[0].id)
 }
+
+// TestRollOverNotDurableIsRetried: the re-append that carries a long delay
+// across the roll window is the entry's only copy from then on, so one no
+// fsync confirmed must not count as done. It used to: the checkpoint moved
+// past the entry, and a power loss took the unsynced copy and the message
+// with it.
+func TestRollOverNotDurableIsRetried(t *testing.T) {
+	fs := vfs.NewMem(11, vfs.Strict())
+	var failSync atomic.Bool
+	fs.SyncFault = func(name string) error {
+		if failSync.Load() && strings.HasPrefix(name, "/s/commitlog/") {
+			return errors.New("injected fsync fault")
+		}
+		return nil
+	}
+	sopts := store.Options{Dir: "/s", FS: fs, SegmentSize: store.MinSegmentSize, MaxMessageSize: 64 << 10,
+		Flush: store.FlushSync}
+	st := openStore(t, sopts)
+	clock := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	opts := func(o *Options) {
+		o.Clock = clock
+		o.RollWindow = time.Second
+		o.MaxDelay = 10 * time.Second
+		o.CheckpointInterval = 5 * time.Millisecond
+	}
+	tm := openTimer(t, st, fs, "/timer", newRecorder(clock, nil), opts)
+	at := clock.Now().Add(3500 * time.Millisecond)
+	_, err := tm.Schedule(testCtx(t), delayed("long", "dest", 1), at)
+	require.NoError(t, err)
+
+	// Every fsync of the log fails from now on, while the entry reaches the
+	// window edge and is re-appended (not durably), and the timer saves
+	// its checkpoint.
+	failSync.Store(true)
+	for range 60 {
+		clock.Advance(25 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	img := fs.SyncedClone()
+	_ = tm.Close()
+	_ = st.Close()
+
+	sopts.FS = img
+	st2 := openStore(t, sopts)
+	defer st2.Close()
+	rec2 := newRecorder(clock, nil)
+	tm2 := openTimer(t, st2, img, "/timer", rec2, opts)
+	defer tm2.Close()
+	waitFor(t, 10*time.Second, "the long-delayed message after the power loss", func() bool {
+		clock.Advance(25 * time.Millisecond)
+		return rec2.count() >= 1
+	})
+	require.Equal(t, "long", rec2.snapshot()[0].id)
+}

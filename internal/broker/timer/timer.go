@@ -442,7 +442,10 @@ func (t *Timer) deliverOnce(e entry) error {
 		n, _ := strconv.Atoi(props[PropRollTimes])
 		props[PropRollTimes] = strconv.Itoa(n + 1)
 		m.Properties = props
-		if _, err := t.st.Append(ctx, []store.Message{m}); err != nil && !errors.Is(err, store.ErrNotDurable) {
+		// A re-append no fsync confirmed is retried like a failed one: the
+		// entry is done only once its successor is durable (a copy that
+		// survives as well is delivered twice, never lost).
+		if _, err := t.st.Append(ctx, []store.Message{m}); err != nil {
 			return err
 		}
 		t.rolled.Add(1)
