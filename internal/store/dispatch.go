@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -224,6 +225,11 @@ func (p *pipeline) worker() {
 	defer p.wg.Done()
 	intern := map[string]string{}
 	for job := range p.jobs {
+		select {
+		case <-p.quit:
+			return // the ordered stage stops too; nothing waits for job.done
+		default:
+		}
 		job.entries = job.entries[:0]
 		for q := 0; q < len(job.buf); {
 			v, err := parseRecord(job.buf[q:])
@@ -265,6 +271,20 @@ func (p *pipeline) orderer() {
 	touched := map[*topicState]bool{}
 	var pending CQEntry // BatchCQ entry under construction
 	for job := range p.ordered {
+		// Told to quit, leave the chunks still queued: Close stops a
+		// lagging index where it is (the next Open rescans the log).
+		select {
+		case <-p.quit:
+			return
+		default:
+		}
+		if d := s.opts.dispatchDelay; d > 0 {
+			select {
+			case <-time.After(d):
+			case <-p.quit:
+				return
+			}
+		}
 		if job.done != nil { // nil for an append handed over live
 			select {
 			case <-job.done:

@@ -116,6 +116,15 @@
 // loses every name change a power loss could lose.
 //
 // Open creates the abort marker; Close removes it after a final checkpoint.
+// Close first waits for the index to catch up with the log, but at most
+// Options.CloseTimeout (30 s by default): an index still behind then (a slow
+// disk under a long backlog) is stopped where it is, the final checkpoint is
+// skipped and the marker kept, as after a crash, and the warning is logged;
+// the next Open rescans the log from the last checkpoint and adds the
+// missing entries, so nothing is lost and only that Open is slower. Either
+// way Close returns only after the store's goroutines have exited: the
+// pipeline's stages leave their queued chunks when told to quit, waiting at
+// most for a read already under way.
 // If the marker is absent and the checkpoint's log end matches the files,
 // Open trusts the files and scans nothing, unless a queue file turns out
 // cut short, malformed or missing: then every queue is rebuilt from the

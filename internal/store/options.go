@@ -35,6 +35,7 @@ const (
 	DefaultDispatchChunk      = 4 << 20
 	DefaultCheckpointInterval = 5 * time.Second
 	DefaultCQFileEntries      = 300_000
+	DefaultCloseTimeout       = 30 * time.Second
 )
 
 // Options configure a Store. The zero value of every field but Dir means its
@@ -71,8 +72,19 @@ type Options struct {
 	// CQFileEntries is how many entries one consume-queue file holds before
 	// the next file starts, default 300,000.
 	CQFileEntries int
+	// CloseTimeout bounds how long Close waits for the index to catch up
+	// with the log, default 30s. Past it Close stops the index where it is,
+	// skips the final checkpoint and keeps the abort marker, so the next
+	// Open rescans the log from the last checkpoint and rebuilds the missing
+	// queue entries: nothing is lost, the next Open is only slower.
+	CloseTimeout time.Duration
 	// Logger receives the store's logs; nil means none.
 	Logger *zap.Logger
+
+	// dispatchDelay, set only by this package's tests, makes the index's
+	// ordered stage wait this long before applying each chunk, so that a
+	// test can make the index lag behind the log for real.
+	dispatchDelay time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -114,6 +126,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CQFileEntries <= 0 {
 		o.CQFileEntries = DefaultCQFileEntries
+	}
+	if o.CloseTimeout < 0 {
+		return o, fmt.Errorf("store: negative CloseTimeout: %w", ErrInvalidOptions)
+	}
+	if o.CloseTimeout == 0 {
+		o.CloseTimeout = DefaultCloseTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -119,7 +120,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 
 // Close drains the index pipeline, flushes, writes the consume queues and a
 // final checkpoint, and removes the abort marker so the next Open needs no
-// scan. Appends after Close fail with ErrClosed.
+// scan. It waits at most Options.CloseTimeout for the index to catch up; an
+// index still behind then is stopped, the final checkpoint is skipped and the
+// marker kept, so the next Open rescans the log (nothing is lost). Close
+// returns only once the store's goroutines have exited. Appends after Close
+// fail with ErrClosed.
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
@@ -133,18 +138,30 @@ func (s *Store) Close() error {
 
 	ferr := s.flushOnce()
 	// Let the index catch up with everything written, so the final
-	// checkpoint covers the whole log.
+	// checkpoint covers the whole log; but only for CloseTimeout. An index
+	// that lags further is stopped where it is, and the final checkpoint is
+	// skipped: the abort marker stays and the next Open rescans the log
+	// from the last checkpoint, as after a crash, so nothing is lost.
+	lagging := false
 	if ferr == nil && failed == nil {
-		// A dispatch failure, the only error here, is read again below
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.CloseTimeout)
+		// A dispatch failure, the other error here, is read again below
 		// (dispatchFailure) and skips the final checkpoint.
-		_ = s.waitDispatched(context.Background(), s.dispatchLimit())
+		if werr := s.waitDispatched(ctx, s.dispatchLimit()); errors.Is(werr, context.DeadlineExceeded) {
+			lagging = true
+			s.log.Warn("store: index still behind the log at Close; final checkpoint skipped, the next Open rescans the log",
+				zap.Duration("close_timeout", s.opts.CloseTimeout),
+				zap.Int64("dispatched", s.dispatched.Load()),
+				zap.Int64("log_end", s.dispatchLimit()))
+		}
+		cancel()
 	}
 	close(s.quit)
 	s.bg.Wait()
 	s.pipe.stop()
 	s.closed.Store(true)
 	var err error
-	if ferr == nil && failed == nil && s.dispatchFailure() == nil {
+	if ferr == nil && failed == nil && !lagging && s.dispatchFailure() == nil {
 		if err = s.checkpoint(true); err == nil {
 			err = s.fs.Remove(filepath.Join(s.opts.Dir, abortName))
 			if err == nil {
