@@ -71,10 +71,16 @@
 // weights. A retry passes the handles it already tried to Pick (or
 // PickExcluding); excluded resources count as absent, for their group's
 // health too, so a retry after the one local broker failed goes to the other
-// data centre at once. When everything left has weight zero, Pick still
-// returns a resource of the most preferred remaining group: a stale verdict
-// must cost one attempt, never an error. ErrNoResource means nothing is left
-// at all (an empty set, or everything excluded).
+// data centre at once. When everything left has weight zero and nothing at
+// all is up, Pick still returns a resource of the most preferred remaining
+// group: a stale verdict must cost one attempt, never an error. But when
+// everything left is down while a resource already tried is up, Pick
+// returns ErrNoResource: a down resource is left to its probes (or
+// quarantine) while there is an up one to come back to, so a retry loop
+// that starts over after a pause goes back to the up ones instead of
+// sending one request to every down resource after each failure there.
+// ErrNoResource means nothing is left to try: an empty set, everything
+// excluded, or only down resources left while an excluded one is up.
 //
 // # Live updates
 //

@@ -14,11 +14,16 @@ import (
 // is weighted random over the current (effective) weights. Excluded
 // resources count as absent, both for the pick and for their group's health.
 //
-// When no group has any weight left (everything not excluded is at zero),
-// Pick still returns one of the remaining resources, of the most preferred
-// group, at random: a stale "dead" verdict must cost the caller one attempt,
-// not an error. Pick returns ErrNoResource only when nothing is left at all:
-// the set is empty or every resource is excluded.
+// When no group has any weight left (everything not excluded is at zero)
+// and no excluded resource is up either, Pick still returns one of the
+// remaining resources, of the most preferred group, at random: a stale
+// "dead" verdict must cost the caller one attempt, not an error. But while
+// an excluded resource is up, Pick returns ErrNoResource rather than a down
+// one: the caller's retry loop should come back to the up resources (after
+// a pause of its own) and leave the down ones to their probes, or every
+// failure on an up resource would send a retry to each down one. Pick also
+// returns ErrNoResource when nothing is left at all: the set is empty or
+// every resource is excluded.
 //
 // Pick takes no lock and does not allocate. With InflightAware, the caller
 // must report the outcome of every pick (Success, Failure or Release).
@@ -178,7 +183,18 @@ func (p *Picker[T]) pickSlow(s *snapshot[T], ex []*Handle[T]) (*Handle[T], error
 			return p.pickIn(s, g, ex, &gs)
 		}
 	}
-	// Nothing has weight: the last resort is the most preferred group.
+	// Nothing left has weight. While a resource already tried is up, the
+	// caller has somewhere better to go than a down one: it should come
+	// back to the up ones (after whatever pause its retry loop makes), and
+	// a down resource keeps to its probes.
+	if len(ex) > 0 {
+		if up := upExcluded(s, ex); up > 0 {
+			return nil, fmt.Errorf("%w: the %d resources not yet tried are down, while %d already tried are up",
+				ErrNoResource, len(s.members)-len(ex), up)
+		}
+	}
+	// Nothing at all is up: the last resort is the most preferred group,
+	// so that a stale verdict costs one attempt, not an error.
 	g := s.groups[first]
 	gs := p.sumGroup(s, g, ex)
 	return p.pickIn(s, g, ex, &gs)
@@ -291,6 +307,18 @@ func (p *Picker[T]) pickIn(s *snapshot[T], g span, ex []*Handle[T], gs *groupSum
 		s.members[chosen].n.inflight.Add(1)
 	}
 	return s.handles[chosen], nil
+}
+
+// upExcluded counts the members of s in ex that are above their min weight.
+func upExcluded[T any](s *snapshot[T], ex []*Handle[T]) int {
+	up := 0
+	for i := range s.members {
+		m := &s.members[i]
+		if m.n.load() > m.min && excluded(m.n, ex) {
+			up++
+		}
+	}
+	return up
 }
 
 func excluded[T any](n *node, ex []*Handle[T]) bool {

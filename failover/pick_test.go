@@ -241,3 +241,32 @@ func TestPickDoesNotAllocate(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+// A retry that has tried the up resources gets ErrNoResource, not a down
+// one: the down resources are left to their probes while there is an up
+// one to come back to. Only with nothing up at all does a down one count
+// as the last resort.
+func TestDownLeftToProbesWhileTriedOneIsUp(t *testing.T) {
+	p := twoGroups(t, noRecovery[string]())
+	l1 := lookup(t, p, "local-1")
+	for _, k := range []string{"local-2", "remote-1", "remote-2"} {
+		h := lookup(t, p, k)
+		failN(p, h, 7)
+		require.True(t, h.IsDown())
+	}
+	for range 100 {
+		h, err := p.Pick()
+		require.NoError(t, err)
+		require.Equal(t, "local-1", h.Key(), "the one up resource takes every first pick")
+	}
+	_, err := p.PickExcluding([]*Handle[string]{l1})
+	require.ErrorIs(t, err, ErrNoResource)
+	assert.ErrorContains(t, err, "1 already tried are up")
+
+	// local-1 goes down too: a retry after it tries a down one.
+	failN(p, l1, 7)
+	require.True(t, l1.IsDown())
+	h, err := p.PickExcluding([]*Handle[string]{l1})
+	require.NoError(t, err)
+	require.Equal(t, "local-2", h.Key(), "the last resort is the preferred group")
+}

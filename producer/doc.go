@@ -69,8 +69,9 @@
 //     messages.
 //  6. Report the outcome of the request to failover (one report per
 //     request: it is the request that succeeded or failed at that broker).
-//     A failed message is retried on a target it has not tried yet; when it
-//     has tried them all it starts over after a growing pause. This goes on
+//     A failed message is retried on a target it has not tried yet and
+//     that is up; when it has tried them all (with none up: after one
+//     attempt on a down one) it starts over after a growing pause. This goes on
 //     until the caller's ctx ends (or timeouts.sendDeadline when ctx has no
 //     deadline), so a dead cluster costs latency, not an error. Sends whose
 //     ctx can never end (context.Background) share one timer per 10 ms of
@@ -117,7 +118,12 @@
 //     clients isolate such endpoints; other retryable failures halve its
 //     weight. A down broker is probed with a Heartbeat every
 //     failover.probeInterval and earns its traffic back gradually (see
-//     package failover).
+//     package failover). While any broker of the topic is up, a down one
+//     gets those probes and no sends: a retry that has tried the up
+//     brokers pauses and starts over on them rather than falling back to
+//     the down ones. Only when every broker is down does a send try a down
+//     one, one per round of its retries, with pauses doubling from 20 ms
+//     to 1 s within the send's deadline.
 //   - Weight 0 drains a cluster: its brokers leave the picker (and lose
 //     their health history, which matters little for a drained cluster).
 //   - Routes: each cluster's route is asked through its endpoints in order;

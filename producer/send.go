@@ -316,9 +316,10 @@ func (p *Producer) unknownTopic(topic string) error {
 
 // pick chooses the target of the next attempt. An ordinary message goes
 // where failover sends it, avoiding the targets it already tried; when it
-// has tried them all it starts over after a pause that grows with each
-// round, so a send outlives a short outage of every cluster within its
-// deadline. A FIFO message goes to the healthy target its group hashes to,
+// has tried every target that is up (or, with none up, one down target) it
+// starts over after a pause that grows with each round, so a send outlives
+// a short outage of every cluster within its deadline without hammering
+// the down brokers. A FIFO message goes to the healthy target its group hashes to,
 // so the group keeps one queue while that queue's broker is healthy.
 func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32, error) {
 	for {
@@ -402,6 +403,13 @@ func (p *Producer) pickNow(pd *pending) (*brokerTarget, int32, error) {
 	}
 	if err != nil {
 		return nil, 0, err
+	}
+	if len(pd.tried) > 0 && h.IsDown() {
+		// Failover hands out a down target only when nothing is up. A
+		// round of retries then costs one attempt, not one per target:
+		// the send pauses before the next, so that sends waiting out an
+		// outage of every broker do not hammer them.
+		return nil, 0, fmt.Errorf("%w: every target of the topic is down", failover.ErrNoResource)
 	}
 	pd.handle = h
 	pd.attempts++
