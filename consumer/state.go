@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/twinmq/twinmq/config"
-	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
 // ErrRefused is wrapped by New's error when every cluster of the topic
@@ -82,34 +82,9 @@ type BrokerState struct {
 	LastErrorAt time.Time
 }
 
-// Refusal is a broker's refusal of this consumer, as RocketMQ worded it.
-type Refusal struct {
-	// Code is RocketMQ's status code (e.g. 40403) and CodeName its name
-	// (CONSUMER_GROUP_NOT_FOUND). When the server answered with a gRPC
-	// status only, Code is 0 and CodeName names that status ("grpc
-	// InvalidArgument").
-	Code     int32
-	CodeName string
-	Message  string
-	// RPC is the call refused (Telemetry for the client's settings,
-	// QueryRoute, ReceiveMessage) and Endpoint where it went.
-	RPC      string
-	Endpoint string
-	// Since is when this refusal was first seen; it has lasted since.
-	Since time.Time
-}
-
-func (r *Refusal) Error() string {
-	return clientstate.Error(r.Code, r.CodeName, r.Message, r.RPC, r.Endpoint)
-}
-
-func refusalOf(s clientstate.Snapshot) *Refusal {
-	if s.Refusal == nil {
-		return nil
-	}
-	r := Refusal(*s.Refusal)
-	return &r
-}
+// Refusal is a broker's refusal of this consumer, as RocketMQ worded it
+// (the one type rmqerr.Refusal, which the producer's State reports too).
+type Refusal = rmqerr.Refusal
 
 // State returns a snapshot of the consumer's state. It is cheap enough
 // for a health check to call on every probe.
@@ -126,7 +101,7 @@ func (c *Consumer) State() State {
 
 func (cr *clusterRunner) state() ClusterState {
 	route := cr.link.Snapshot()
-	cs := ClusterState{Name: cr.name, PhysicalTopic: cr.physical, Refused: refusalOf(route),
+	cs := ClusterState{Name: cr.name, PhysicalTopic: cr.physical, Refused: route.Refusal,
 		LastError: route.LastError, LastErrorAt: route.LastErrorAt}
 	cr.mu.Lock()
 	loops := make([]*brokerLoop, 0, len(cr.brokers))
@@ -143,7 +118,7 @@ func (cr *clusterRunner) state() ClusterState {
 		cs.Brokers = append(cs.Brokers, BrokerState{
 			Name: bl.queue.Broker, Endpoint: bl.endpoint,
 			Connected: cr.client.EndpointState(bl.endpoint).Connected,
-			Receiving: !s.Failing, Refused: refusalOf(s),
+			Receiving: !s.Failing, Refused: s.Refusal,
 			LastError: s.LastError, LastErrorAt: s.LastErrorAt,
 		})
 	}

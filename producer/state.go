@@ -11,8 +11,8 @@ import (
 
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/failover"
-	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
 // State is a snapshot of what a Producer is doing, for a health check or
@@ -84,33 +84,9 @@ type BrokerState struct {
 	LastErrorAt time.Time
 }
 
-// Refusal is a broker's refusal of this producer, as RocketMQ worded it.
-type Refusal struct {
-	// Code is RocketMQ's status code (e.g. 40402) and CodeName its name
-	// (TOPIC_NOT_FOUND). When the server answered with a gRPC status only,
-	// Code is 0 and CodeName names that status ("grpc InvalidArgument").
-	Code     int32
-	CodeName string
-	Message  string
-	// RPC is the call refused (Telemetry for the client's settings,
-	// QueryRoute, SendMessage) and Endpoint where it went.
-	RPC      string
-	Endpoint string
-	// Since is when this refusal was first seen; it has lasted since.
-	Since time.Time
-}
-
-func (r *Refusal) Error() string {
-	return clientstate.Error(r.Code, r.CodeName, r.Message, r.RPC, r.Endpoint)
-}
-
-func refusalOf(s clientstate.Snapshot) *Refusal {
-	if s.Refusal == nil {
-		return nil
-	}
-	r := Refusal(*s.Refusal)
-	return &r
-}
+// Refusal is a broker's refusal of this producer, as RocketMQ worded it
+// (the one type rmqerr.Refusal, which the producer's State reports too).
+type Refusal = rmqerr.Refusal
 
 // State returns a snapshot of the producer's state. It is cheap enough
 // for a health check to call on every probe.
@@ -156,11 +132,11 @@ func (p *Producer) topicState(ts *topicState) TopicState {
 	for _, x := range cs {
 		route := x.c.link.Snapshot()
 		c := ClusterState{Name: x.c.name, PhysicalTopic: x.c.physical, Weight: x.weight, Routed: len(x.brokers) > 0,
-			Refused: refusalOf(route), LastError: route.LastError, LastErrorAt: route.LastErrorAt}
+			Refused: route.Refusal, LastError: route.LastError, LastErrorAt: route.LastErrorAt}
 		for _, b := range x.brokers {
 			s := b.link.Snapshot()
 			bs := BrokerState{Endpoint: b.endpoint, Connected: b.client.EndpointState(b.endpoint).Connected,
-				Sending: !s.Failing, Refused: refusalOf(s), LastError: s.LastError, LastErrorAt: s.LastErrorAt}
+				Sending: !s.Failing, Refused: s.Refusal, LastError: s.LastError, LastErrorAt: s.LastErrorAt}
 			if h := handles[b]; h != nil {
 				bs.Weight, bs.MaxWeight, bs.Down = h.Weight(), h.MaxWeight(), h.IsDown()
 			}

@@ -46,8 +46,10 @@ package rmqerr
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Classes of failure. Every failure of a call to a RocketMQ server matches
@@ -282,4 +284,42 @@ func (c Code) Stored() bool {
 		return true
 	}
 	return false
+}
+
+// Refusal is a broker's lasting refusal of a client, as RocketMQ worded it:
+// what producer and consumer State report per broker and per cluster
+// (producer.Refusal and consumer.Refusal are this type). Retrying at the
+// same broker cannot mend it.
+type Refusal struct {
+	// Code is RocketMQ's status code (e.g. 40402) and CodeName its name
+	// (TOPIC_NOT_FOUND, CONSUMER_GROUP_NOT_FOUND). When the server answered
+	// with a gRPC status only, Code is 0 and CodeName names that status
+	// ("grpc InvalidArgument").
+	Code     int32
+	CodeName string
+	Message  string
+	// RPC is the call refused (Telemetry for the client's settings,
+	// QueryRoute, SendMessage, ReceiveMessage) and Endpoint where it went.
+	RPC      string
+	Endpoint string
+	// Since is when this refusal was first seen; it has lasted since.
+	Since time.Time
+}
+
+func (r *Refusal) Error() string {
+	where := r.RPC
+	if where == "" {
+		where = "a call"
+	}
+	if r.Endpoint != "" {
+		where += " to " + r.Endpoint
+	}
+	switch {
+	case r.Code != 0:
+		return fmt.Sprintf("broker refused %s: %s (%d): %s", where, r.CodeName, r.Code, r.Message)
+	case r.CodeName != "":
+		return fmt.Sprintf("broker refused %s: %s: %s", where, r.CodeName, r.Message)
+	default:
+		return fmt.Sprintf("broker refused %s: %s", where, r.Message)
+	}
 }

@@ -14,7 +14,6 @@ package clientstate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,19 +23,12 @@ import (
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/internal/driver"
 	"github.com/twinmq/twinmq/internal/pb/rmqpb"
+	"github.com/twinmq/twinmq/rmqerr"
 )
 
-// Refusal is a broker's refusal, as RocketMQ worded it. The producer and
-// the consumer convert it to their own public Refusal, which has the same
-// fields.
-type Refusal struct {
-	Code     int32
-	CodeName string
-	Message  string
-	RPC      string
-	Endpoint string
-	Since    time.Time
-}
+// Refusal is a broker's refusal, the public type producer and consumer
+// State report.
+type Refusal = rmqerr.Refusal
 
 // RefusalOf reports whether err is a refusal and describes it; now is the
 // time it was seen.
@@ -62,7 +54,7 @@ func RefusalOf(err error, now time.Time) (Refusal, bool) {
 
 // same reports whether two refusals say the same thing (their times
 // aside).
-func (r Refusal) same(o Refusal) bool {
+func same(r, o Refusal) bool {
 	return r.Code == o.Code && r.CodeName == o.CodeName && r.Message == o.Message && r.RPC == o.RPC
 }
 
@@ -105,7 +97,7 @@ func (l *Link) Failed(err error, now time.Time) (newRefusal bool) {
 		// A transport failure says nothing of whether the broker still
 		// refuses: the refusal stays until a call succeeds.
 		return false
-	case l.refusal != nil && l.refusal.same(r):
+	case l.refusal != nil && same(*l.refusal, r):
 		return false
 	default:
 		l.refusal = &r
@@ -178,23 +170,4 @@ func (c *Config) Status(w *config.Watcher) config.Status {
 		st.Rejected = &r
 	}
 	return st
-}
-
-// Error is the text of a refusal, for the public types' Error methods.
-func Error(code int32, name, message, rpc, endpoint string) string {
-	where := rpc
-	if where == "" {
-		where = "a call"
-	}
-	if endpoint != "" {
-		where += " to " + endpoint
-	}
-	switch {
-	case code != 0:
-		return fmt.Sprintf("broker refused %s: %s (%d): %s", where, name, code, message)
-	case name != "":
-		return fmt.Sprintf("broker refused %s: %s: %s", where, name, message)
-	default:
-		return fmt.Sprintf("broker refused %s: %s", where, message)
-	}
 }

@@ -21,7 +21,7 @@ func TestRefusalOf(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, Refusal{Code: 40402, CodeName: "TOPIC_NOT_FOUND", Message: "topic x not found", RPC: "QueryRoute", Endpoint: "h:1", Since: now}, r)
 	assert.Equal(t, "broker refused QueryRoute to h:1: TOPIC_NOT_FOUND (40402): topic x not found",
-		Error(r.Code, r.CodeName, r.Message, r.RPC, r.Endpoint))
+		r.Error())
 
 	for _, notRefused := range []error{
 		nil,
