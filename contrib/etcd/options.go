@@ -66,3 +66,19 @@ func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	}
 	return nil
 }
+
+// healthMetrics makes the three series every follower of etcd has:
+// twinmq_etcd_<kind>_connected, _outages_total and _resyncs_total. who
+// names the component in their help, and what the range it reads again.
+func healthMetrics(kind, who, what string) (prometheus.Gauge, prometheus.Counter, prometheus.Counter) {
+	return prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "twinmq_etcd_" + kind + "_connected",
+			Help: "1 while " + who + " reaches etcd, 0 during an outage.",
+		}), prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "twinmq_etcd_" + kind + "_outages_total",
+			Help: "Outages of etcd seen by " + who + ".",
+		}), prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "twinmq_etcd_" + kind + "_resyncs_total",
+			Help: "Reads of " + what + " after a compaction, a broken watch or an outage.",
+		})
+}

@@ -443,24 +443,11 @@ type registryMetrics struct {
 }
 
 func newRegistryMetrics(reg prometheus.Registerer) (*registryMetrics, error) {
-	m := &registryMetrics{
-		connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "twinmq_etcd_registry_connected",
-			Help: "1 while the lane registry reaches etcd, 0 during an outage.",
-		}),
-		outages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "twinmq_etcd_registry_outages_total",
-			Help: "Outages of etcd seen by the lane registry.",
-		}),
-		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "twinmq_etcd_registry_resyncs_total",
-			Help: "Reads of a whole group after a compaction, a broken watch or an outage.",
-		}),
-		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "twinmq_etcd_registry_undecodable_total",
-			Help: "Registry keys skipped because their value is not a valid instance.",
-		}),
-	}
+	m := &registryMetrics{undecodable: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "twinmq_etcd_registry_undecodable_total",
+		Help: "Registry keys skipped because their value is not a valid instance.",
+	})}
+	m.connected, m.outages, m.resyncs = healthMetrics("registry", "the lane registry", "a whole group")
 	if err := registerAll(reg, m.connected, m.outages, m.resyncs, m.undecodable); err != nil {
 		return nil, err
 	}

@@ -188,24 +188,11 @@ type sourceMetrics struct {
 }
 
 func newSourceMetrics(reg prometheus.Registerer) (*sourceMetrics, error) {
-	m := &sourceMetrics{
-		connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "twinmq_etcd_config_connected",
-			Help: "1 while the config source reaches etcd, 0 during an outage.",
-		}),
-		outages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "twinmq_etcd_config_outages_total",
-			Help: "Outages of etcd seen by the config source.",
-		}),
-		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "twinmq_etcd_config_resyncs_total",
-			Help: "Reads of the configuration key after a compaction, a broken watch or an outage.",
-		}),
-		versions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "twinmq_etcd_config_versions_total",
-			Help: "Versions of the configuration key handed to the watcher (good or not).",
-		}),
-	}
+	m := &sourceMetrics{versions: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "twinmq_etcd_config_versions_total",
+		Help: "Versions of the configuration key handed to the watcher (good or not).",
+	})}
+	m.connected, m.outages, m.resyncs = healthMetrics("config", "the config source", "the configuration key")
 	if err := registerAll(reg, m.connected, m.outages, m.resyncs, m.versions); err != nil {
 		return nil, err
 	}
