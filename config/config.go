@@ -70,7 +70,13 @@ type Topic struct {
 type Cluster struct {
 	// Name identifies the cluster in metrics and logs, unique per topic.
 	Name string `json:"name"`
-	// Endpoints are the proxy addresses, "host:port" each.
+	// Protocol is the wire the cluster speaks: ProtocolGRPC (RocketMQ 5's
+	// gRPC protocol, through a proxy; the default, also meant by "") or
+	// ProtocolRemoting (the classic protocol of 4.x and 5.x brokers,
+	// straight to the brokers found through name servers).
+	Protocol Protocol `json:"protocol,omitempty"`
+	// Endpoints are "host:port" addresses: the proxies of a gRPC cluster,
+	// the name servers of a remoting cluster.
 	Endpoints []string `json:"endpoints"`
 	// Topic is the physical topic on this cluster. Parse sets it to the
 	// logic topic's name when the document leaves it out; a Config built in
@@ -92,6 +98,22 @@ type Cluster struct {
 	// empty means the shadow naming rule, if any (see Shadow).
 	ShadowTopic string `json:"shadowTopic,omitempty"`
 }
+
+// Protocol names the wire a cluster speaks.
+type Protocol string
+
+// Protocols.
+const (
+	// ProtocolGRPC is RocketMQ 5's gRPC protocol, spoken to a proxy. The
+	// empty Protocol means it too.
+	ProtocolGRPC Protocol = "grpc"
+	// ProtocolRemoting is RocketMQ's classic remoting protocol, spoken to
+	// the name servers and then to each broker directly (4.x and 5.x).
+	ProtocolRemoting Protocol = "remoting"
+)
+
+// Remoting reports whether p is ProtocolRemoting.
+func (p Protocol) Remoting() bool { return p == ProtocolRemoting }
 
 // UnmarshalJSON fills in the cluster's defaults before decoding, so an
 // explicit "weight": 0 (drain) differs from a missing weight (100).

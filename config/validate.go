@@ -195,6 +195,11 @@ func (c *Config) validateTopics(ps *problems) {
 				ps.add(cp+".name", "%q appears twice in the topic", k.Name)
 			}
 			seen[k.Name] = true
+			switch k.Protocol {
+			case "", ProtocolGRPC, ProtocolRemoting:
+			default:
+				ps.add(cp+".protocol", "%q must be %q (the default) or %q", string(k.Protocol), ProtocolGRPC, ProtocolRemoting)
+			}
 			if len(k.Endpoints) == 0 {
 				ps.add(cp+".endpoints", "at least one host:port is required")
 			}
