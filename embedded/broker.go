@@ -30,10 +30,13 @@ type Broker struct {
 
 // SetRemotingVersion makes the broker's remoting answers carry version, an
 // MQVersion ordinal (RocketMQ 5.0.0 is 413, 4.9.7 is 407), as the broker's
-// version; it lasts across restarts. The default is RocketMQ 5.4.0's (493).
-// Only the number changes: a test can show a remoting client a 4.x broker,
-// whose lack of a timer the client must then respect.
+// version; it lasts across restarts. The default (and 0) is RocketMQ
+// 5.4.0's, 493. Only the number changes: a test can show a remoting client
+// a 4.x broker, whose lack of a timer the client must then respect.
 func (b *Broker) SetRemotingVersion(version int32) {
+	if version == 0 {
+		version = broker.DefaultRemotingVersion
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.version = version
