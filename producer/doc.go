@@ -1,6 +1,7 @@
 // Package producer sends messages to logic topics: one name that the
-// configuration maps onto a physical topic on each of several RocketMQ 5
-// clusters (two data centres, usually). A plain Send is batched behind the
+// configuration maps onto a physical topic on each of several RocketMQ
+// clusters (two data centres, usually), each reached through a gRPC proxy
+// or straight over the classic remoting protocol. A plain Send is batched behind the
 // caller's back, steered away from sick brokers, retried on another cluster
 // when one fails, and follows configuration changes without a restart.
 //
@@ -140,7 +141,8 @@
 //     configuration in force; nothing is dropped. A client no longer used is closed after
 //     the longest a send could still need it.
 //   - One RocketMQ client (one client id, one Telemetry stream per
-//     endpoint) serves every cluster that shares TLS and credentials.
+//     endpoint) serves a cluster and one setting of protocol, TLS and
+//     credentials (see "Two protocols").
 //   - SendAsync callbacks run on the producer's goroutines, like franz-go's
 //     promises: they must be quick and must not block.
 //   - Transactional messages (SendTransactional) go alone, like delayed
@@ -151,6 +153,54 @@
 //     producer carries it, since a broker asks any producer of the topic.
 //     SendInTransaction wraps the three steps: send the half message, run
 //     the local transaction, commit or roll back from its result.
+//
+// # Two protocols
+//
+// A cluster of the configuration names its protocol: "grpc" (the default)
+// for RocketMQ 5's gRPC protocol through a proxy, its endpoints proxies;
+// "remoting" for RocketMQ's classic protocol straight to the brokers (4.x
+// and 5.x), its endpoints name servers. The producer keeps one client per
+// cluster, protocol and TLS/credentials setting, of the driver the
+// protocol names (internal/driver or internal/remoting, behind one
+// unexported interface); batching, failover, FIFO, retries and State are
+// the same for both. One logic topic may map to a gRPC cluster and a
+// remoting cluster at once (a migration from 4.x to 5.x is exactly that),
+// and a reload that changes a cluster's protocol or, for a remoting
+// cluster, its name servers swaps its client like any other endpoint
+// change: sends in flight finish on the old client, which is closed once
+// no send can need it. Over remoting:
+//
+//   - Routes come from the name servers (the given endpoint first, failing
+//     over to the cluster's others), cached and refreshed every 30 s; a
+//     route lists each broker set's master by its remoting address, which
+//     is the broker's Endpoint in SendResult and State.
+//   - Producer group: one per physical topic, "twinmq-producer-<topic>".
+//     Half messages carry it, and the client heartbeats it (every 30 s, and
+//     as soon as a route names a new broker) to every broker of its
+//     routes, so that a broker asks only producers of that topic about its
+//     half messages, on their own connections, and any producer of the
+//     topic with a TransactionChecker answers, also after the sender
+//     closed. Close unregisters the groups.
+//   - A message goes with SEND_MESSAGE_V2, a batch with SEND_BATCH_MESSAGE
+//     (split into requests of at most 4 MiB of bodies, RocketMQ's default
+//     maxMessageSize); each message gets its own id and offset.
+//   - Delayed messages: on a broker of version 5.0 or later (the version
+//     its answers carry, learnt with a heartbeat before the first delayed
+//     send) the delivery time goes as the TIMER_DELIVER_MS property; a 4.x
+//     broker has no timer, and the send fails with ErrDelayUnsupported,
+//     not retried: the producer never turns a delivery time into one of
+//     4.x's fixed delay levels.
+//   - Transactions: Result.TransactionID also carries the offsets
+//     END_TRANSACTION needs (it ends with the broker's transaction id);
+//     Commit and Rollback are oneway, as RocketMQ's clients send them, so
+//     a nil error means the request was written, and a resolution lost on
+//     the way is asked for again by the broker's check. A CheckedMessage's
+//     TransactionID is the broker's id: match a check to its send by
+//     MessageID.
+//   - Not yet: TLS and access keys (a remoting cluster with tls or
+//     credentials is refused with ErrInvalidConfig, matching
+//     rmqerr.ErrUnsupported), compressed bodies, and slave brokers in
+//     routes.
 //
 // # Shadow traffic
 //
@@ -231,6 +281,9 @@
 //     soon the configuration was there.
 //   - Commit and Rollback of a transaction: ErrTransactionEnded, ErrClosed,
 //     or a broker failure as above.
+//   - A delayed message to a remoting cluster's broker without the timer
+//     (RocketMQ 4.x): ErrDelayUnsupported, matching rmqerr.ErrUnsupported,
+//     after one attempt.
 //
 // # Hooks
 //

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/embedded"
+	"github.com/twinmq/twinmq/lane"
 	"github.com/twinmq/twinmq/rmqerr"
 )
 
@@ -190,7 +192,7 @@ func TestRemotingTransactions(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "END_TRANSACTION is oneway: the commit lands a moment later")
 	require.Equal(t, map[string]bool{commit.Result.MessageID: true}, stored)
 
-	orphanCommit, err := sender.SendTransactional(ctx, &Message{Topic: "pay", Body: []byte("orphan commit"),
+	orphanCommit, err := sender.SendTransactional(lane.WithLane(ctx, "a"), &Message{Topic: "pay", Body: []byte("orphan commit"),
 		Properties: map[string]string{"order": "42"}})
 	require.NoError(t, err)
 	orphanRollback, err := sender.SendTransactional(ctx, &Message{Topic: "pay", Body: []byte("orphan rollback")})
@@ -219,7 +221,8 @@ func TestRemotingTransactions(t *testing.T) {
 	mu.Unlock()
 	require.Equal(t, "pay", c.Topic)
 	require.Equal(t, "classic", c.Cluster)
-	require.Equal(t, map[string]string{"order": "42"}, c.Properties)
+	require.Equal(t, "a", c.Lane)
+	require.Equal(t, "42", c.Properties["order"])
 	require.True(t, strings.HasSuffix(orphanCommit.Result.TransactionID, ":"+c.TransactionID),
 		"the result's transaction id %q ends with the broker's %q", orphanCommit.Result.TransactionID, c.TransactionID)
 
@@ -355,4 +358,48 @@ func TestRemotingRefusesTLSAndCredentials(t *testing.T) {
 			require.ErrorIs(t, err, rmqerr.ErrUnsupported)
 		})
 	}
+}
+
+// With batching on, a SendBatch over remoting goes as SEND_BATCH_MESSAGE
+// requests of several messages, each message with its own id and offset.
+func TestRemotingBatchesCarrySeveralMessages(t *testing.T) {
+	env := startOneCluster(t, "classic", embedded.Options{BrokersPerCluster: 1}, "bulk")
+	cfg := config.Default()
+	cfg.Topics = map[string]config.Topic{"bulk": {Clusters: []config.Cluster{remotingCluster(env, "bulk")}}}
+	reg := prometheus.NewRegistry()
+	p := newProducer(t, WithConfig(cfg), WithRegisterer(reg))
+	ctx := testCtx(t)
+
+	batch := make([]*Message, 64)
+	for i := range batch {
+		batch[i] = &Message{Topic: "bulk", Body: []byte(fmt.Sprint(i))}
+	}
+	res, err := p.SendBatch(ctx, batch)
+	require.NoError(t, err)
+	stored := drain(t, env, "bulk")
+	require.Len(t, stored, len(batch))
+	offsets := map[[2]int64]bool{}
+	for i, r := range res {
+		m := stored[r.MessageID]
+		require.NotNil(t, m, "message %d", i)
+		require.Equal(t, fmt.Sprint(i), string(m.Body))
+		require.Equal(t, r.Offset, m.QueueOffset)
+		require.Equal(t, r.QueueID, m.QueueID)
+		offsets[[2]int64{int64(r.QueueID), r.Offset}] = true
+	}
+	require.Len(t, offsets, len(batch), "every message has its own offset")
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var items, flushes float64
+	for _, mf := range mfs {
+		if mf.GetName() == "twinmq_batch_size_items" {
+			for _, m := range mf.GetMetric() {
+				items += m.GetHistogram().GetSampleSum()
+				flushes += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	require.Equal(t, float64(len(batch)), items)
+	require.Less(t, flushes, items, "requests carried several messages each")
 }

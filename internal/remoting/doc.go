@@ -29,16 +29,50 @@
 //     clients send it), and the broker's CHECK_TRANSACTION_STATE parsed
 //     from its stored-message body (ParseTransactionCheck) for a Handler to
 //     answer with EndTransaction.
+//   - ProducerClient (driver.go): the producer's client of one remoting
+//     cluster, in internal/driver's vocabulary (driver.Message,
+//     driver.SendResult, driver.Route, driver.EndpointState,
+//     driver.TransactionResolution), so that the producer drives it behind
+//     the same unexported interface as the gRPC driver's Client. Routes
+//     from the name servers (the access point first, then the cluster's
+//     others), cached and refreshed every 30 s, masters only, each queue's
+//     Endpoint the master's address; SEND_MESSAGE_V2 for one message and
+//     SEND_BATCH_MESSAGE for several, to the queue the producer chose
+//     (driver.AnyQueue: the broker's writable queues in turn), batches
+//     split at MaxBody (4 MiB, RocketMQ's maxMessageSize) with a later
+//     part's failure reported per message; HEART_BEAT for the producer
+//     groups of its topics to every broker of its routes, every 30 s and
+//     when a route names a new broker; UNREGISTER_CLIENT on Close.
+//   - Producer groups: one per physical topic, ProducerGroupOf(topic) =
+//     "twinmq-producer-<topic>", so that a broker asks only producers of
+//     that topic about its half messages.
+//   - Transactions in the producer's terms: a half message's
+//     driver.SendResult.TransactionID is "<queueOffset>:<commitLogOffset>:
+//     <broker's transaction id>" (the commit log offset read from the
+//     broker's offset message id), what END_TRANSACTION needs besides the
+//     message id; a CHECK_TRANSACTION_STATE goes to the producer's
+//     driver.OrphanedTransactionFunc as a driver.ReceivedMessage (user
+//     properties only) and a commit or rollback is answered with
+//     END_TRANSACTION (fromTransactionCheck); unknown is not answered.
+//   - Delays: the broker's version is the MQVersion ordinal its answers
+//     carry (learnt from a heartbeat before the first delayed send). From
+//     5.0.0 (VersionV5, ordinal 413) a DeliveryTime goes as
+//     TIMER_DELIVER_MS; below it the send fails with ErrDelayUnsupported
+//     (rmqerr.ErrUnsupported), never a delay level.
+//   - Errors in the producer's classes: response codes as ResponseError
+//     (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE carry
+//     a stored code, which driver.Retryable refuses to resend); the
+//     caller's deadline as rmqerr.ErrTimeout wrapping
+//     context.DeadlineExceeded, read as "may have been stored" as over
+//     gRPC; a closed client as driver.ErrClosed; an oversized body as
+//     rmqerr.ErrTooLarge before anything is sent.
 //
 // # What is not yet
 //
-// A transaction checker interface of the producer's shape (the Handler is
-// the hook), delayed messages with a typed error on brokers without the
-// timer (the property TIMER_DELIVER_MS can be set by hand), the ACL
-// signature, TLS, compression, the consumer half (pull, pop, rebalance),
-// and the wiring into the producer and the configuration (a cluster's
-// protocol). The producer, consumer and config packages do not use this
-// package yet. Nothing here has run against a real RocketMQ broker yet:
-// the suite (internal/remoting/remotingsuite) runs against the embedded
-// broker only.
+// The ACL signature and TLS (a ProducerConfig with either is refused with
+// ErrNotSupportedYet, rmqerr.ErrUnsupported), compression, slave brokers
+// in routes, and the consumer half (pull, pop, rebalance): the consumer
+// refuses a topic with a remoting cluster. Nothing here has run against a
+// real RocketMQ broker yet: the suite (internal/remoting/remotingsuite)
+// and the producer's tests run against the embedded broker only.
 package remoting

@@ -425,17 +425,21 @@ func (p *ProducerClient) heartbeatAll() {
 }
 
 func (p *ProducerClient) refreshAll() {
+	type known struct {
+		s  *routeSlot
+		ap string
+	}
 	p.mu.Lock()
-	slots := make(map[string]*routeSlot, len(p.routes))
+	slots := make(map[string]known, len(p.routes))
 	for t, s := range p.routes {
 		if s.route != nil {
-			slots[t] = s
+			slots[t] = known{s, s.route.AccessPoint}
 		}
 	}
 	p.mu.Unlock()
-	for t, s := range slots {
+	for t, k := range slots {
 		ctx, cancel := context.WithTimeout(p.ctx, 2*p.cfg.RequestTimeout)
-		_, err := p.refresh(ctx, s.route.AccessPoint, t, s, true)
+		_, err := p.refresh(ctx, k.ap, t, k.s, true)
 		cancel()
 		if err != nil && p.ctx.Err() == nil {
 			p.log.Warn("remoting route refresh failed; keeping the last route", zap.String("cluster", p.cfg.Cluster),
