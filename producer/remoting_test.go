@@ -161,6 +161,17 @@ func TestRemotingFIFOGroupKeepsOneQueue(t *testing.T) {
 		require.Equal(t, first.QueueOffset+int64(i), m.QueueOffset, "message %d is stored in order", i)
 		require.Equal(t, "g1", m.Group)
 	}
+	st := p.State().Topics[0].Clusters[0]
+	require.True(t, st.Routed)
+	require.Len(t, st.Brokers, 2)
+	connected := 0
+	for _, b := range st.Brokers {
+		require.Contains(t, remotingEndpoints(env), b.Endpoint, "State names the brokers' remoting addresses")
+		if b.Connected {
+			connected++
+		}
+	}
+	require.Positive(t, connected, "the broker the group went to is connected")
 }
 
 // Transactions over remoting: a commit is delivered, a rollback is not;

@@ -357,15 +357,10 @@ func (p *ProducerClient) SetTopics(topics []string) error {
 // EndpointState reports the connection to the broker at addr; Err is the
 // latest failure of a heartbeat or send there (nil after a success).
 func (p *ProducerClient) EndpointState(addr string) driver.EndpointState {
-	p.c.mu.Lock()
-	cn := p.c.conns[addr]
-	p.c.mu.Unlock()
-	if cn == nil {
+	dialled, up := p.c.linkState(addr)
+	if !dialled {
 		return driver.EndpointState{}
 	}
-	cn.mu.Lock()
-	up := cn.nc != nil
-	cn.mu.Unlock()
 	st := driver.EndpointState{Dialled: true, Connected: up}
 	p.mu.Lock()
 	b := p.brokers[addr]
@@ -768,4 +763,18 @@ func (p *ProducerClient) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	return p.c.Close()
+}
+
+// linkState reports whether the client has a connection state for addr
+// (it was used) and whether its connection is up.
+func (c *Client) linkState(addr string) (dialled, up bool) {
+	c.mu.Lock()
+	cn := c.conns[addr]
+	c.mu.Unlock()
+	if cn == nil {
+		return false, false
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return true, cn.nc != nil
 }
