@@ -165,6 +165,8 @@ func (b *Broker) Restart(ctx context.Context) error {
 
 // Pause makes every RPC that starts from now on hang until Resume (or the
 // caller's deadline): a broker that accepts connections but answers nothing.
+// Sends over remoting are held too (as are they by SetLatency, and failed
+// by FailNext, with SERVICE_NOT_AVAILABLE).
 func (b *Broker) Pause() { b.faults.Pause() }
 
 // Resume releases the RPCs held by Pause.

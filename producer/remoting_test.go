@@ -414,3 +414,33 @@ func TestRemotingBatchesCarrySeveralMessages(t *testing.T) {
 	require.Equal(t, float64(len(batch)), items)
 	require.Less(t, flushes, items, "requests carried several messages each")
 }
+
+// A remoting broker that does not answer in time reads as over gRPC: the
+// producer's own request timeout is the broker's timeout (ErrTimeout, "got
+// no answer within", retried until the caller's deadline), and a request
+// the caller's deadline cut "may have been stored".
+func TestRemotingTimeoutReadsAsOverGRPC(t *testing.T) {
+	env := startOneCluster(t, "classic", embedded.Options{BrokersPerCluster: 1}, "slow")
+	cfg := config.Default()
+	cfg.Topics = map[string]config.Topic{"slow": {Clusters: []config.Cluster{remotingCluster(env, "slow")}}}
+	cfg.Timeouts.Request = config.Duration(300 * time.Millisecond)
+	p := newProducer(t, WithConfig(cfg))
+	_, err := p.Send(testCtx(t), &Message{Topic: "slow", Body: []byte("warm-up")})
+	require.NoError(t, err)
+
+	b := env.Clusters()[0].Brokers()[0]
+	b.SetLatency(5 * time.Second)
+	defer b.SetLatency(0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	_, err = p.Send(ctx, &Message{Topic: "slow", Body: []byte("cut by the caller")})
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "may have been stored")
+
+	ctx, cancel = context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	_, err = p.Send(ctx, &Message{Topic: "slow", Body: []byte("no answer in time")})
+	cancel()
+	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorContains(t, err, "got no answer within 300ms")
+}

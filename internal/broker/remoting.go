@@ -33,8 +33,10 @@ import (
 // the client's own message id (UNIQ_KEY), not an id built from the store
 // address and commit log offset; a delay level (DELAY) is refused as
 // MESSAGE_ILLEGAL (never a silent level); an arbitrary delivery time
-// (TIMER_DELIVER_MS) is honoured as the gRPC path does. Fault injection,
-// TLS and access control apply to the gRPC port only.
+// (TIMER_DELIVER_MS) is honoured as the gRPC path does. Fault injection
+// applies to sends (a pause or latency holds them, an injected failure
+// answers SERVICE_NOT_AVAILABLE); TLS and access control apply to the gRPC
+// port only.
 type remotingServer struct {
 	b    *Broker
 	lis  net.Listener
@@ -188,6 +190,9 @@ func (s *remotingServer) handle(c *remConn, host string, req *wire.Command) (*wi
 	case wire.CodeEndTransaction:
 		return s.endTransaction(req), nil
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+		if h := s.faults(); h != nil {
+			return h, nil
+		}
 		return s.send(host, req), nil
 	case wire.CodeHeartbeat:
 		return s.heartbeat(c, req), nil
@@ -221,6 +226,23 @@ func (s *remotingServer) heartbeat(c *remConn, req *wire.Command) *wire.Header {
 		m[hb.ClientID] = c
 	}
 	return &wire.Header{}
+}
+
+// faults applies the broker's injected faults (Config.Faults) to a send:
+// a pause or a latency holds it, an injected failure answers
+// SERVICE_NOT_AVAILABLE (or the remoting code of the injected status); nil
+// lets the send through.
+func (s *remotingServer) faults() *wire.Header {
+	fail, code, err := s.b.cfg.Faults.enter(context.Background(), s.b.stop)
+	switch {
+	case err != nil:
+		return remErr(wire.RespServiceNotAvailable, "broker: shutting down")
+	case fail && code == rmqpb.Code_CODE_UNSPECIFIED:
+		return remErr(wire.RespServiceNotAvailable, "broker: injected failure")
+	case fail:
+		return remErr(remotingCode(code), "broker: injected failure")
+	}
+	return nil
 }
 
 // sendExt reads a send header's field by its V2 short name or its V1 name.
