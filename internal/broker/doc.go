@@ -196,7 +196,11 @@
 // # Fault injection
 //
 // Faults (pause, added latency, fail the next N calls with gRPC UNAVAILABLE
-// or an in-body status) wrap every RPC, for the failover tests of the
-// starter package; Close and a new Broker on the same Config restart a
-// broker on the same port and data dir.
+// or an in-body status) wrap every RPC, and every send over remoting (an
+// injected failure answers SERVICE_NOT_AVAILABLE there), for the failover
+// tests of the starter package; Close and a new Broker on the same Config
+// restart a broker on the same port and data dir. The remoting answers
+// carry RocketMQ 5.4.0's version by default; SetRemotingVersion makes them
+// say another (a 4.x broker's, to a client that must then do without the
+// timer).
 package broker
