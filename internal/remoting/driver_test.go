@@ -162,3 +162,28 @@ func TestProducerClientRefusesTLSAndCredentials(t *testing.T) {
 	_, err = NewProducerClient(ProducerConfig{})
 	require.ErrorIs(t, err, ErrNoNameServer)
 }
+
+// A name server's route in the driver's terms: one queue per id up to the
+// larger of the read and write counts, each with the permission its perm
+// bits and counts give, served by the broker set's master.
+func TestConvertRoute(t *testing.T) {
+	rr, err := ParseRoute([]byte(`{"brokerDatas":[
+		{"brokerName":"b1","cluster":"c","brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}},
+		{"brokerName":"b2","cluster":"c","brokerAddrs":{0:"10.0.0.3:10911"}},
+		{"brokerName":"b3","cluster":"c","brokerAddrs":{1:"10.0.0.4:10911"}}],
+		"queueDatas":[
+		{"brokerName":"b2","perm":4,"readQueueNums":1,"writeQueueNums":1},
+		{"brokerName":"b1","perm":6,"readQueueNums":2,"writeQueueNums":3},
+		{"brokerName":"b3","perm":6,"readQueueNums":1,"writeQueueNums":1}]}`))
+	require.NoError(t, err)
+	r, names := convertRoute("t", "ns:9876", rr)
+	require.Equal(t, map[string]string{"10.0.0.1:10911": "b1", "10.0.0.3:10911": "b2"}, names, "a broker set without a master is left out")
+	require.Equal(t, []driver.Queue{
+		{Topic: "t", ID: 0, Permission: driver.PermReadWrite, Broker: "b1", Endpoint: "10.0.0.1:10911"},
+		{Topic: "t", ID: 1, Permission: driver.PermReadWrite, Broker: "b1", Endpoint: "10.0.0.1:10911"},
+		{Topic: "t", ID: 2, Permission: driver.PermWrite, Broker: "b1", Endpoint: "10.0.0.1:10911"},
+		{Topic: "t", ID: 0, Permission: driver.PermRead, Broker: "b2", Endpoint: "10.0.0.3:10911"},
+	}, r.Queues)
+	require.Len(t, r.WritableQueues(), 3)
+	require.Equal(t, "ns:9876", r.AccessPoint)
+}
