@@ -101,6 +101,7 @@ type ProducerClient struct {
 	nsByAP  map[string]*NameServer
 	closed  bool
 
+	ids    *IDGenerator  // for a message sent without an id
 	kick   chan struct{} // asks the loop for a heartbeat round now
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -151,7 +152,7 @@ func NewProducerClient(cfg ProducerConfig) (*ProducerClient, error) {
 		cfg.ClientID = "twinmq@" + NewIDGenerator().Next()
 	}
 	p := &ProducerClient{cfg: cfg, log: cfg.Logger, routes: map[string]*routeSlot{}, brokers: map[string]*brokerLink{},
-		nsByAP: map[string]*NameServer{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+		nsByAP: map[string]*NameServer{}, ids: NewIDGenerator(), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	opts := append([]Option{WithLogger(cfg.Logger)}, cfg.Options...)
 	opts = append(opts, WithHandler(p.handle))
 	p.c = New(opts...)
@@ -523,6 +524,9 @@ func (p *ProducerClient) SendInto(ctx context.Context, addr string, msgs []*driv
 	rms := make([]*Message, len(msgs))
 	for i, m := range msgs {
 		rms[i] = toMessage(m)
+		if rms[i].ID == "" {
+			rms[i].ID = p.ids.Next() // the producer always gives one
+		}
 	}
 	b := p.link(addr)
 	if len(rms) == 1 {
@@ -579,15 +583,8 @@ func toMessage(m *driver.Message) *Message {
 		props[wire.PropDeliverMS] = strconv.FormatInt(m.DeliveryTime.UnixMilli(), 10)
 		rm.Properties = props
 	}
-	if rm.ID == "" {
-		rm.ID = defaultIDs.Next()
-	}
 	return rm
 }
-
-// defaultIDs names messages the producer sent without an id (it always
-// gives one).
-var defaultIDs = NewIDGenerator()
 
 // result maps a remoting send result. A half message's TransactionID
 // carries what END_TRANSACTION needs besides the message id: the queue
