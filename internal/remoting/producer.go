@@ -52,6 +52,14 @@ type SendResult struct {
 	QueueOffset int64
 	// TransactionID names a half message's transaction (EndTransaction).
 	TransactionID string
+	// CommitLogOffset is where the broker stored the message, read from
+	// OffsetID (RocketMQ brokers build it from the store address and this
+	// offset); 0 when OffsetID is not of that form (the embedded broker
+	// answers the message's own id). END_TRANSACTION needs it: a RocketMQ
+	// broker finds the half message by it.
+	CommitLogOffset int64
+	// BrokerVersion is the version field of the broker's response.
+	BrokerVersion Version
 }
 
 // IDGenerator makes message ids in the 32 hex digit form of RocketMQ's
@@ -183,6 +191,12 @@ func (c *Client) Send(ctx context.Context, ids *IDGenerator, t SendTarget, m *Me
 		return SendResult{}, err
 	}
 	res.ID = m.ID
+	if m.Transaction && res.TransactionID == "" {
+		// 5.x brokers answer the transaction id (the message's UNIQ_KEY);
+		// 4.x brokers answer none and take the same value from the
+		// client, as RocketMQ's 4.x producer sends it.
+		res.TransactionID = m.ID
+	}
 	return res, nil
 }
 
@@ -240,9 +254,12 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 	offsetIDs := strings.Split(first.OffsetID, ",")
 	out := make([]SendResult, len(msgs))
 	for i := range msgs {
-		out[i] = SendResult{ID: uniq[i], QueueID: first.QueueID, QueueOffset: first.QueueOffset + int64(i)}
+		out[i] = SendResult{ID: uniq[i], QueueID: first.QueueID, QueueOffset: first.QueueOffset + int64(i), BrokerVersion: first.BrokerVersion}
 		if len(offsetIDs) == len(msgs) {
 			out[i].OffsetID = offsetIDs[i]
+			if _, clo, err := wire.DecodeOffsetMessageID(offsetIDs[i]); err == nil {
+				out[i].CommitLogOffset = clo
+			}
 		}
 	}
 	return out, nil
@@ -254,7 +271,12 @@ func parseSendResponse(addr string, resp *wire.Command) (SendResult, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return SendResult{}, fmt.Errorf("remoting %s: send response: %w: %w", addr, rmqerr.ErrInternal, err)
 	}
-	return SendResult{OffsetID: resp.Ext[wire.RespMsgID], QueueID: int32(qid), QueueOffset: off, TransactionID: resp.Ext[wire.RespTxID]}, nil
+	r := SendResult{OffsetID: resp.Ext[wire.RespMsgID], QueueID: int32(qid), QueueOffset: off,
+		TransactionID: resp.Ext[wire.RespTxID], BrokerVersion: Version(resp.Version)}
+	if _, clo, err := wire.DecodeOffsetMessageID(r.OffsetID); err == nil {
+		r.CommitLogOffset = clo
+	}
+	return r, nil
 }
 
 type heartbeatData struct {
