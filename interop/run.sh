@@ -358,7 +358,7 @@ fi
 t0=$(now_ms)
 WORK=$(mktemp -d -t twinmq-interop.XXXXXX)
 mkdir -p "$WORK/namesrv" "$WORK/broker" "$WORK/broker-auth" "$WORK/admin/conf" "$WORK/store" "$WORK/store-auth" "$WORK/conf" \
-	"$WORK/namesrv-v4/conf" "$WORK/broker-v4/conf" "$WORK/admin-v4" "$WORK/store-v4"
+	"$WORK/namesrv-v4/conf" "$WORK/broker-v4/conf" "$WORK/admin-v4/conf" "$WORK/store-v4"
 # The admin tool signs its calls with this user (tools.yml under its
 # rocketmq.home.dir); the peer without authentication ignores the signature.
 printf 'accessKey: %s\nsecretKey: %s\n' "$AUTH_ACCESS_KEY" "$AUTH_SECRET_KEY" >"$WORK/admin/conf/tools.yml"
@@ -416,13 +416,14 @@ render "$CONF_DIR/auth.conf.tmpl" "$WORK/conf/auth.conf"
 cat "$WORK/conf/auth.conf" >>"$WORK/conf/broker-auth.conf"
 CLUSTER=$AUTH_CLUSTER GRPC_PORT=$AUTH_GRPC_PORT PROXY_REMOTING_PORT=$AUTH_PROXY_REMOTING_PORT \
 	render "$CONF_DIR/rmq-proxy-auth.json.tmpl" "$WORK/conf/rmq-proxy-auth.json"
-# The 4.x peer: its own templates; 4.9.7 will not start without logback
-# configs under its rocketmq.home.dir.
+# The 4.x peer: its own templates; 4.9.7's name server, broker and admin
+# tool will not start without logback configs under their rocketmq.home.dir.
 NAMESRV_PORT=$V4_NAMESRV_PORT render "$CONF_DIR/v4/namesrv.properties.tmpl" "$WORK/conf/namesrv-v4.properties"
 CLUSTER=$V4_CLUSTER BROKER_NAME=$V4_BROKER_NAME NAMESRV_PORT=$V4_NAMESRV_PORT BROKER_PORT=$V4_BROKER_PORT \
 	STORE_DIR=$WORK/store-v4 render "$CONF_DIR/v4/broker.conf.tmpl" "$WORK/conf/broker-v4.conf"
 cp "$CONF_DIR/v4/logback_namesrv.xml" "$WORK/namesrv-v4/conf/"
 cp "$CONF_DIR/v4/logback_broker.xml" "$WORK/broker-v4/conf/"
+cp "$CONF_DIR/v4/logback_tools.xml" "$WORK/admin-v4/conf/"
 
 # Each process gets its own home, so the log tails printed on a failure
 # belong to the process that failed (RocketMQ logs under user.home).

@@ -98,6 +98,11 @@ func (m *Message) properties(group string) (map[string]string, error) {
 		p[k] = v
 	}
 	if m.Tag != "" {
+		// RocketMQ brokers store such a tag as is, and no tag
+		// expression can select it ("a|b" means a or b).
+		if strings.Contains(m.Tag, "|") {
+			return nil, fmt.Errorf("%w: tag %q holds '|' (the separator of tag expressions)", ErrInvalidMessage, m.Tag)
+		}
 		p[wire.PropTags] = m.Tag
 	}
 	if len(m.Keys) > 0 {
@@ -233,8 +238,11 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
 	// The batch's own properties, as the Java client's MessageBatch has
-	// them: the ids of its messages and WAIT.
-	hp, err := wire.EncodeProperties(map[string]string{wire.PropUniqKey: strings.Join(uniq, ","), wire.PropWait: "true"})
+	// them: WAIT only. A broker appends them to every message of the batch
+	// when it stores it, so a UNIQ_KEY here (the ids joined) would replace
+	// each message's own id for its readers (RocketMQ 4.9.7 does exactly
+	// that).
+	hp, err := wire.EncodeProperties(map[string]string{wire.PropWait: "true"})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
