@@ -191,6 +191,14 @@ rss_mib() {
 	if [[ -n $kb ]]; then echo "$((kb / 1024)) MiB"; else echo "n/a"; fi
 }
 
+# cpu_s PID: the CPU time (user + system) a process has used so far.
+cpu_s() {
+	local ticks hz
+	hz=$(getconf CLK_TCK 2>/dev/null) || hz=100
+	ticks=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null) || ticks=
+	if [[ -n $ticks ]]; then echo "$((ticks / hz)).$(printf '%02d' $((ticks % hz * 100 / hz))) s CPU"; else echo "n/a"; fi
+}
+
 render() { # render TEMPLATE OUT
 	sed -e "s|@CLUSTER@|$CLUSTER|g" \
 		-e "s|@BROKER_NAME@|$BROKER_NAME|g" \
@@ -513,7 +521,11 @@ t0=$(now_ms)
 wait_ready broker-v4 "$V4_BROKER_PID" "$BROKER_START_TIMEOUT" 'boot success' \
 	"$WORK/broker-v4.out" "$V4_BROKER_LOGS/broker.log"
 phase v4-peer "$t0"
-log "4.x peer up: namesrv pid $V4_NAMESRV_PID ($(rss_mib "$V4_NAMESRV_PID")), broker pid $V4_BROKER_PID ($(rss_mib "$V4_BROKER_PID"))"
+# When the 4.x broker got ready: the last write to its stdout is its
+# "boot success" line.
+v4_ready_ms=$(($(stat -c '%.3Y' "$WORK/broker-v4.out" | tr -d .) - V4_T0))
+log "4.x peer up: broker ready $((v4_ready_ms / 1000)).$(printf '%03d' $((v4_ready_ms % 1000))) s after its start;" \
+	"namesrv pid $V4_NAMESRV_PID ($(rss_mib "$V4_NAMESRV_PID"), $(cpu_s "$V4_NAMESRV_PID")), broker pid $V4_BROKER_PID ($(rss_mib "$V4_BROKER_PID"), $(cpu_s "$V4_BROKER_PID"))"
 
 # -------------------------------------------------------------- 4. admin --
 
@@ -628,7 +640,9 @@ for p in "namesrv:$NAMESRV_PID" "broker+proxy:$BROKER_PID" "broker-auth:$AUTH_BR
 		die "${p%%:*} (pid ${p#*:}) died during the tests"
 	fi
 done
-log "after tests: namesrv $(rss_mib "$NAMESRV_PID"), broker+proxy $(rss_mib "$BROKER_PID"), namesrv-v4 $(rss_mib "$V4_NAMESRV_PID"), broker-v4 $(rss_mib "$V4_BROKER_PID")"
+log "after tests: namesrv $(rss_mib "$NAMESRV_PID") $(cpu_s "$NAMESRV_PID"), broker+proxy $(rss_mib "$BROKER_PID") $(cpu_s "$BROKER_PID")," \
+	"auth broker+proxy $(rss_mib "$AUTH_BROKER_PID") $(cpu_s "$AUTH_BROKER_PID")," \
+	"namesrv-v4 $(rss_mib "$V4_NAMESRV_PID") $(cpu_s "$V4_NAMESRV_PID"), broker-v4 $(rss_mib "$V4_BROKER_PID") $(cpu_s "$V4_BROKER_PID")"
 ms=$(($(now_ms) - RUN_START))
 log "command exited with status $status; $((ms / 1000)).$(printf '%03d' $((ms % 1000))) s before shutdown"
 if ((status != 0)); then
