@@ -14,7 +14,7 @@ import (
 
 // remotingBackends runs the remoting suite (the cases TestRemotingSuiteEmbedded
 // runs in `make test`) against one real broker through its name server, once
-// per header serialization.
+// per header serialization, the two at once.
 func remotingBackends(t *testing.T, name, env string, b remotingsuite.Backend) {
 	addr := os.Getenv(env)
 	if addr == "" {
@@ -25,6 +25,11 @@ func remotingBackends(t *testing.T, name, env string, b remotingsuite.Backend) {
 		t    wire.SerializeType
 	}{{"json", wire.JSON}, {"rocketmq", wire.RocketMQ}} {
 		t.Run(st.name, func(t *testing.T) {
+			// Each run has a producer group of its own (the suite names it
+			// after the backend), so both serializations run at once: the
+			// transaction check timeout and the delivery time are most of
+			// the suite's time.
+			t.Parallel()
 			b := b
 			b.Name = name + "-" + st.name
 			b.NameServers = []string{addr}

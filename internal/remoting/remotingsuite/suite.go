@@ -69,12 +69,16 @@ type Backend struct {
 // 5.x proxy, not to a broker spoken to over remoting); GroupRead a
 // consumer group (created on first use by the real brokers).
 const (
-	TopicNormal   = "remoting_normal"
-	TopicBatch    = "remoting_batch"
-	TopicFIFO     = "remoting_fifo"
-	TopicTxn      = "remoting_txn"
-	TopicDelay    = "remoting_delay"
-	GroupRead     = "remoting_read_group"
+	TopicNormal = "remoting_normal"
+	TopicBatch  = "remoting_batch"
+	TopicFIFO   = "remoting_fifo"
+	TopicTxn    = "remoting_txn"
+	TopicDelay  = "remoting_delay"
+	GroupRead   = "remoting_read_group"
+	// ProducerGroup is the prefix of the producer group of a run: each
+	// backend gets its own (ProducerGroup plus its name), so that two
+	// runs against one broker at once never receive each other's
+	// check-backs.
 	ProducerGroup = "remoting_producer_group"
 
 	topicMissing   = "remoting_no_such_topic"
@@ -87,7 +91,7 @@ func Run(t *testing.T, b Backend) {
 	if b.Logger == nil {
 		b.Logger = zap.NewNop()
 	}
-	s := &suite{b: b}
+	s := &suite{b: b, group: ProducerGroup + "_" + groupSafe.Replace(b.Name)}
 	t.Run("Route", s.testRoute)
 	t.Run("HeartbeatUnregister", s.testHeartbeat)
 	t.Run("SendSingle", s.testSendSingle)
@@ -104,7 +108,14 @@ func Run(t *testing.T, b Backend) {
 	}
 }
 
-type suite struct{ b Backend }
+type suite struct {
+	b     Backend
+	group string
+}
+
+// groupSafe maps a backend's name to the characters RocketMQ allows in a
+// group name.
+var groupSafe = strings.NewReplacer(".", "_", " ", "_", "/", "_")
 
 func (s *suite) ctx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -131,8 +142,8 @@ func (s *suite) queues(ctx context.Context, t *testing.T, ns *remoting.NameServe
 	return qs
 }
 
-func target(q remoting.WriteQueue) remoting.SendTarget {
-	return remoting.SendTarget{Addr: q.Addr, BrokerName: q.BrokerName, QueueID: q.QueueID, ProducerGroup: ProducerGroup}
+func (s *suite) target(q remoting.WriteQueue) remoting.SendTarget {
+	return remoting.SendTarget{Addr: q.Addr, BrokerName: q.BrokerName, QueueID: q.QueueID, ProducerGroup: s.group}
 }
 
 func (s *suite) testRoute(t *testing.T) {
@@ -164,8 +175,8 @@ func (s *suite) testHeartbeat(t *testing.T) {
 			continue
 		}
 		seen[q.Addr] = true
-		require.NoError(t, c.Heartbeat(ctx, q.Addr, "suite-client@1", []string{ProducerGroup}))
-		require.NoError(t, c.Unregister(ctx, q.Addr, "suite-client@1", ProducerGroup))
+		require.NoError(t, c.Heartbeat(ctx, q.Addr, "suite-client@1", []string{s.group}))
+		require.NoError(t, c.Unregister(ctx, q.Addr, "suite-client@1", s.group))
 	}
 }
 
@@ -179,7 +190,7 @@ func (s *suite) testSendSingle(t *testing.T) {
 	var res []remoting.SendResult
 	for i := range 2 {
 		m := &remoting.Message{Topic: TopicNormal, Tag: "single", Body: []byte(fmt.Sprintf("single %d", i))}
-		r, err := c.Send(ctx, ids, target(q), m)
+		r, err := c.Send(ctx, ids, s.target(q), m)
 		require.NoError(t, err)
 		require.Equal(t, m.ID, r.ID)
 		require.Len(t, r.ID, 32)
@@ -203,7 +214,7 @@ func (s *suite) testSendBatch(t *testing.T) {
 	for i := range 5 {
 		msgs = append(msgs, &remoting.Message{Topic: TopicBatch, Keys: []string{fmt.Sprintf("k%d", i)}, Body: []byte(fmt.Sprintf("batch %d", i))})
 	}
-	res, err := c.SendBatch(ctx, ids, target(q), msgs)
+	res, err := c.SendBatch(ctx, ids, s.target(q), msgs)
 	require.NoError(t, err)
 	require.Len(t, res, 5)
 	seen := map[string]bool{}
@@ -214,7 +225,7 @@ func (s *suite) testSendBatch(t *testing.T) {
 		require.Equal(t, q.QueueID, r.QueueID)
 		require.Equal(t, res[0].QueueOffset+int64(i), r.QueueOffset)
 	}
-	again, err := c.SendBatch(ctx, ids, target(q), []*remoting.Message{{Topic: TopicBatch, Body: []byte("after")}})
+	again, err := c.SendBatch(ctx, ids, s.target(q), []*remoting.Message{{Topic: TopicBatch, Body: []byte("after")}})
 	require.NoError(t, err)
 	require.Equal(t, res[4].QueueOffset+1, again[0].QueueOffset)
 }
@@ -226,7 +237,7 @@ func (s *suite) testRefusals(t *testing.T) {
 	ids := remoting.NewIDGenerator()
 	q := s.queues(ctx, t, ns, TopicNormal)[0]
 	// A topic the broker does not have.
-	tg := target(q)
+	tg := s.target(q)
 	_, err := c.Send(ctx, ids, tg, &remoting.Message{Topic: topicMissing, Body: []byte("x")})
 	require.ErrorIs(t, err, rmqerr.ErrNotFound)
 	var re *remoting.ResponseError
@@ -254,14 +265,14 @@ func (s *suite) testConsume(t *testing.T) {
 	single := &remoting.Message{Topic: TopicNormal, Tag: "tagA", Keys: []string{"order-1", "user-7"},
 		TraceContext: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", Properties: props, Body: []byte("one")}
 	q := s.queues(ctx, t, ns, TopicNormal)[0]
-	_, err := c.Send(ctx, ids, target(q), single)
+	_, err := c.Send(ctx, ids, s.target(q), single)
 	require.NoError(t, err)
 	sent[single.ID] = single
 	var batch []*remoting.Message
 	for i := range 3 {
 		batch = append(batch, &remoting.Message{Topic: TopicNormal, Tag: "tagB", Keys: []string{fmt.Sprintf("b%d", i)}, Properties: props, Body: []byte(fmt.Sprintf("b %d", i))})
 	}
-	_, err = c.SendBatch(ctx, ids, target(q), batch)
+	_, err = c.SendBatch(ctx, ids, s.target(q), batch)
 	require.NoError(t, err)
 	for _, m := range batch {
 		sent[m.ID] = m
@@ -298,7 +309,7 @@ func (s *suite) testFIFO(t *testing.T) {
 	want := map[string]int{}
 	for i := range 3 {
 		m := &remoting.Message{Topic: TopicFIFO, Group: group, Body: []byte(fmt.Sprintf("step %d", i))}
-		r, err := c.Send(ctx, ids, target(q), m)
+		r, err := c.Send(ctx, ids, s.target(q), m)
 		require.NoError(t, err)
 		require.Equal(t, q.QueueID, r.QueueID)
 		if i > 0 {
@@ -325,11 +336,11 @@ func (s *suite) testVersion(t *testing.T) {
 	ctx := s.ctx(t, 30*time.Second)
 	c, ns := s.client(t)
 	q := s.queues(ctx, t, ns, TopicNormal)[0]
-	r, err := c.Send(ctx, remoting.NewIDGenerator(), target(q), &remoting.Message{Topic: TopicNormal, Body: []byte("version")})
+	r, err := c.Send(ctx, remoting.NewIDGenerator(), s.target(q), &remoting.Message{Topic: TopicNormal, Body: []byte("version")})
 	require.NoError(t, err)
 	require.Equal(t, s.b.Version, r.BrokerVersion, "version field of %s's send response", s.b.Name)
 	require.Equal(t, s.b.Timer, r.BrokerVersion.HasTimer())
-	rs, err := c.SendBatch(ctx, remoting.NewIDGenerator(), target(q), []*remoting.Message{{Topic: TopicNormal, Body: []byte("version")}})
+	rs, err := c.SendBatch(ctx, remoting.NewIDGenerator(), s.target(q), []*remoting.Message{{Topic: TopicNormal, Body: []byte("version")}})
 	require.NoError(t, err)
 	require.Equal(t, s.b.Version, rs[0].BrokerVersion)
 }
@@ -350,7 +361,7 @@ func (s *suite) testDeliveryTime(t *testing.T) {
 	at := time.Now().Add(delay).Truncate(time.Millisecond)
 	m := &remoting.Message{Topic: TopicDelay, Body: []byte("later"),
 		Properties: map[string]string{wire.PropDeliverMS: strconv.FormatInt(at.UnixMilli(), 10)}}
-	_, err := c.Send(ctx, ids, target(q), m)
+	_, err := c.Send(ctx, ids, s.target(q), m)
 	require.NoError(t, err)
 	got := s.read(ctx, t, c, ns, TopicDelay, func(id string) bool { return id == m.ID }, 1)[m.ID]
 	require.Equal(t, []byte("later"), got.Body)
@@ -516,7 +527,7 @@ func (s *suite) testTransactions(t *testing.T) {
 			case checked <- tc:
 			default:
 			}
-			err = c.EndTransaction(hctx, remoting.EndTransaction{Addr: addr, ProducerGroup: ProducerGroup, Topic: tc.Message.Topic,
+			err = c.EndTransaction(hctx, remoting.EndTransaction{Addr: addr, ProducerGroup: s.group, Topic: tc.Message.Topic,
 				MessageID: tc.MessageID, TransactionID: tc.TransactionID, QueueOffset: tc.QueueOffset,
 				CommitLogOff: tc.CommitLogOff, Resolution: res, FromCheck: true})
 			if err != nil {
@@ -529,8 +540,8 @@ func (s *suite) testTransactions(t *testing.T) {
 	require.NoError(t, err)
 	ids := remoting.NewIDGenerator()
 	q := s.queues(ctx, t, ns, TopicTxn)[0]
-	tg := target(q)
-	require.NoError(t, c.Heartbeat(ctx, q.Addr, "suite-txn@"+ids.Next()[24:], []string{ProducerGroup}))
+	tg := s.target(q)
+	require.NoError(t, c.Heartbeat(ctx, q.Addr, "suite-txn@"+ids.Next()[24:], []string{s.group}))
 	send := func(body string, res remoting.Resolution) (*remoting.Message, remoting.SendResult) {
 		m := &remoting.Message{Topic: TopicTxn, Transaction: true, Tag: "txn", Body: []byte(body), ID: ids.Next()}
 		mu.Lock()
@@ -542,7 +553,7 @@ func (s *suite) testTransactions(t *testing.T) {
 		return m, r
 	}
 	end := func(m *remoting.Message, r remoting.SendResult, res remoting.Resolution) {
-		require.NoError(t, c.EndTransaction(ctx, remoting.EndTransaction{Addr: q.Addr, ProducerGroup: ProducerGroup, Topic: TopicTxn,
+		require.NoError(t, c.EndTransaction(ctx, remoting.EndTransaction{Addr: q.Addr, ProducerGroup: s.group, Topic: TopicTxn,
 			MessageID: m.ID, TransactionID: r.TransactionID, QueueOffset: r.QueueOffset, CommitLogOff: r.CommitLogOffset, Resolution: res}))
 	}
 	rolled, rr := send("rolled back", remoting.Rollback)
