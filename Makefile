@@ -183,12 +183,12 @@ proto:
 	  proto/twinmq/forward/v1/forward.proto
 	$(GO) build ./internal/pb/...
 
-# The interop suite against a real Apache RocketMQ 5.4.0 (fetched from Maven
-# Central, run in a loopback-only network namespace; needs root or
-# unprivileged user namespaces, Java 17+ and Maven), then the SDK produce
-# benchmark against it; ends with FIGURE interop_produce_{batched,unbatched}
-# _c{16,64}_msgs_s. Modules are downloaded first: the namespace has no
-# network. See interop/README.md.
+# The interop suite against real Apache RocketMQ 5.4.0 and 4.9.7 brokers
+# (fetched from Maven Central, run in a loopback-only network namespace;
+# needs root or unprivileged user namespaces, Java 17+ and Maven), then the
+# SDK produce benchmark against 5.4.0; ends with FIGURE
+# interop_produce_{batched,unbatched}_c{16,64}_msgs_s. Modules are
+# downloaded first: the namespace has no network. See interop/README.md.
 interop:
 	$(GO) mod download
 	bash interop/run.sh bash interop/suite.sh

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Runs the interop suite against a real Apache RocketMQ 5 on loopback.
+# Runs the interop suite against real Apache RocketMQ brokers on loopback:
+# 5.4.0 (name server, broker+proxy, and a second broker+proxy with
+# authentication) and 4.9.7 (name server and broker, no proxy).
 #
 #   bash interop/run.sh [command...]
 #
-# Steps: fetch the RocketMQ jars pinned in interop/pom.xml (cached outside the
+# Steps: fetch the RocketMQ jars pinned in interop/pom.xml and
+# interop/pom-v4.xml (each set in its own folder, cached outside the
 # repository, retried), create a network namespace that has only `lo`, start
-# the name server and a broker with the in-process gRPC proxy (Local mode) in
-# it, create the topics and groups the suite uses, run the command (default:
-# the Go interop suite) inside the same namespace, then stop every process by
-# its PID and exit with the command's status.
+# in it the 5.4.0 name server and a broker with the in-process gRPC proxy
+# (Local mode) and, in parallel, the 4.9.7 name server and broker, create the
+# topics and groups the suite uses on both clusters, run the command
+# (default: the Go interop suite) inside the same namespace, then stop every
+# process by its PID and exit with the command's status.
 #
 # Why a namespace: the proxy's gRPC (8081), proxy remoting (8080) and broker
 # HA (10912) ports always listen on every interface, whatever the config says.
@@ -48,6 +52,27 @@ AUTH_ACCESS_KEY=twinmq
 AUTH_SECRET_KEY=twinmq-interop-secret
 AUTH_TOPICS=(interop_auth:NORMAL)
 
+# The 4.x peer: RocketMQ 4.9.7's name server and broker, a cluster of its own
+# behind a name server of its own, spoken to over remoting only (4.x has no
+# proxy). Only the remoting suite uses it (TWINMQ_INTEROP_V4_NAMESRV).
+V4_VERSION=4.9.7 # keep in step with interop/pom-v4.xml
+V4_CLUSTER=V4Cluster
+V4_BROKER_NAME=broker-v4
+V4_NAMESRV_PORT=9877
+V4_BROKER_PORT=10931 # its HA port is 10932, its fast port 10929
+
+# The remoting suite's topics (internal/remoting/remotingsuite), created on
+# both clusters, as NAME:MESSAGE_TYPE. The type matters to the 5.x proxy
+# only: the broker does not check it on remoting sends, and 4.9.7 has no
+# such attribute (its topics are created without one).
+REMOTING_TOPICS=(
+	remoting_normal:NORMAL
+	remoting_batch:NORMAL
+	remoting_fifo:FIFO
+	remoting_txn:TRANSACTION
+	remoting_delay:DELAY
+)
+
 # Topics the suite uses, as NAME:MESSAGE_TYPE (NORMAL, FIFO, DELAY,
 # TRANSACTION or MIXED). The proxy checks the message type against it.
 INTEROP_TOPICS=(
@@ -76,6 +101,7 @@ INTEROP_TOPICS=(
 	interop_sdk_b:NORMAL
 	interop_consume:NORMAL
 	interop_bench:NORMAL
+	"${REMOTING_TOPICS[@]}"
 )
 
 # Consumer groups, as NAME:ORDERLY[:RETRY_MAX_TIMES]. ORDERLY true makes a
@@ -109,6 +135,10 @@ NAMESRV_JVM=(-server -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxDirectMemorySize=256m
 BROKER_JVM=(-server -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxDirectMemorySize=512m)
 # The admin tool is a short-lived client: C1 only and a serial GC start fast.
 ADMIN_JVM=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1)
+# 4.9.7 runs on Java 17 with G1 as is (no --add-opens needed for what the
+# suite does); its heaps are smaller still.
+V4_NAMESRV_JVM=(-server -Xms128m -Xmx256m -XX:+UseG1GC -XX:MaxDirectMemorySize=128m)
+V4_BROKER_JVM=(-server -Xms128m -Xmx256m -XX:+UseG1GC -XX:MaxDirectMemorySize=256m)
 
 NAMESRV_START_TIMEOUT=90
 BROKER_START_TIMEOUT=180
@@ -117,9 +147,11 @@ DOWNLOAD_ATTEMPTS=3
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 POM=$ROOT/interop/pom.xml
+V4_POM=$ROOT/interop/pom-v4.xml
 CONF_DIR=$ROOT/interop/conf
 CACHE_DIR=${TWINMQ_INTEROP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twinmq-interop}
 LIB_DIR=$CACHE_DIR/rocketmq-$ROCKETMQ_VERSION/lib
+V4_LIB_DIR=$CACHE_DIR/rocketmq-$V4_VERSION/lib
 MVN=${MVN:-mvn}
 JAVA=${JAVA:-java}
 
@@ -159,6 +191,14 @@ rss_mib() {
 	if [[ -n $kb ]]; then echo "$((kb / 1024)) MiB"; else echo "n/a"; fi
 }
 
+# cpu_s PID: the CPU time (user + system) a process has used so far.
+cpu_s() {
+	local ticks hz
+	hz=$(getconf CLK_TCK 2>/dev/null) || hz=100
+	ticks=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null) || ticks=
+	if [[ -n $ticks ]]; then echo "$((ticks / hz)).$(printf '%02d' $((ticks % hz * 100 / hz))) s CPU"; else echo "n/a"; fi
+}
+
 render() { # render TEMPLATE OUT
 	sed -e "s|@CLUSTER@|$CLUSTER|g" \
 		-e "s|@BROKER_NAME@|$BROKER_NAME|g" \
@@ -179,6 +219,8 @@ NS_PID=
 NAMESRV_PID=
 BROKER_PID=
 AUTH_BROKER_PID=
+V4_NAMESRV_PID=
+V4_BROKER_PID=
 ADMIN_PIDS=()
 ADMIN_PID=
 STAGING=
@@ -237,7 +279,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	local t0
 	t0=$(now_ms)
-	stop_pids "${ADMIN_PIDS[@]}" "$BROKER_PID" "$AUTH_BROKER_PID" "$NAMESRV_PID"
+	stop_pids "${ADMIN_PIDS[@]}" "$BROKER_PID" "$AUTH_BROKER_PID" "$V4_BROKER_PID" "$NAMESRV_PID" "$V4_NAMESRV_PID"
 	stop_pids "$NS_PID"
 	if [[ -n $STAGING ]]; then rm -rf "$STAGING"; fi
 	if [[ -n $WORK ]]; then
@@ -264,20 +306,24 @@ for tool in "$JAVA" "$MVN" unshare nsenter; do
 	command -v "$tool" >/dev/null || die "$tool not found (needs Java 17+, Maven, util-linux)"
 done
 
-RUN_START=$(now_ms)
-t0=$(now_ms)
+# fetch_lib POM LIB_DIR VERSION JAR...: copies the pom's jars and their
+# dependencies into LIB_DIR unless the folder already holds that pom's set.
 # The stamp holds the pom's hash so editing the pom refreshes the jar set.
-POM_SUM=$(sha256sum "$POM" | cut -d' ' -f1)
-STAMP=$LIB_DIR/.pom-sha256
-if [[ -f $STAMP && $(cat "$STAMP") == "$POM_SUM" ]]; then
-	log "RocketMQ $ROCKETMQ_VERSION jars cached in $LIB_DIR"
-else
-	log "fetching RocketMQ $ROCKETMQ_VERSION jars into $LIB_DIR"
+fetch_lib() {
+	local pom=$1 lib=$2 version=$3 sum stamp ok attempt jar
+	shift 3
+	sum=$(sha256sum "$pom" | cut -d' ' -f1)
+	stamp=$lib/.pom-sha256
+	if [[ -f $stamp && $(cat "$stamp") == "$sum" ]]; then
+		log "RocketMQ $version jars cached in $lib"
+		return 0
+	fi
+	log "fetching RocketMQ $version jars into $lib"
 	mkdir -p "$CACHE_DIR"
 	STAGING=$(mktemp -d "$CACHE_DIR/.lib.XXXXXX")
 	ok=0
 	for attempt in $(seq 1 "$DOWNLOAD_ATTEMPTS"); do
-		if "$MVN" -q -B -f "$POM" dependency:copy-dependencies \
+		if "$MVN" -q -B -f "$pom" dependency:copy-dependencies \
 			-DincludeScope=runtime -DoutputDirectory="$STAGING"; then
 			ok=1
 			break
@@ -287,21 +333,27 @@ else
 	done
 	if ((!ok)); then
 		rm -rf "$STAGING"
-		die "could not download RocketMQ $ROCKETMQ_VERSION after $DOWNLOAD_ATTEMPTS attempts"
+		die "could not download RocketMQ $version after $DOWNLOAD_ATTEMPTS attempts"
 	fi
-	for jar in namesrv broker proxy tools; do
-		[[ -f $STAGING/rocketmq-$jar-$ROCKETMQ_VERSION.jar ]] ||
-			die "rocketmq-$jar-$ROCKETMQ_VERSION.jar missing after download"
+	for jar in "$@"; do
+		[[ -f $STAGING/rocketmq-$jar-$version.jar ]] ||
+			die "rocketmq-$jar-$version.jar missing after download"
 	done
-	echo "$POM_SUM" >"$STAGING/.pom-sha256"
+	echo "$sum" >"$STAGING/.pom-sha256"
 	# Swap in the complete set only, so an interrupted download is never used.
-	rm -rf "$LIB_DIR"
-	mkdir -p "$(dirname "$LIB_DIR")"
-	mv "$STAGING" "$LIB_DIR"
+	rm -rf "$lib"
+	mkdir -p "$(dirname "$lib")"
+	mv "$STAGING" "$lib"
 	STAGING=
-fi
+}
+
+RUN_START=$(now_ms)
+t0=$(now_ms)
+fetch_lib "$POM" "$LIB_DIR" "$ROCKETMQ_VERSION" namesrv broker proxy tools
+fetch_lib "$V4_POM" "$V4_LIB_DIR" "$V4_VERSION" namesrv broker tools
 phase download "$t0"
 CP="$LIB_DIR/*"
+V4_CP="$V4_LIB_DIR/*"
 
 # The test command runs without network access: fetch Go modules now. A
 # failure here is only a warning; the command itself reports what is missing.
@@ -313,7 +365,8 @@ fi
 
 t0=$(now_ms)
 WORK=$(mktemp -d -t twinmq-interop.XXXXXX)
-mkdir -p "$WORK/namesrv" "$WORK/broker" "$WORK/broker-auth" "$WORK/admin/conf" "$WORK/store" "$WORK/store-auth" "$WORK/conf"
+mkdir -p "$WORK/namesrv" "$WORK/broker" "$WORK/broker-auth" "$WORK/admin/conf" "$WORK/store" "$WORK/store-auth" "$WORK/conf" \
+	"$WORK/namesrv-v4/conf" "$WORK/broker-v4/conf" "$WORK/admin-v4/conf" "$WORK/store-v4"
 # The admin tool signs its calls with this user (tools.yml under its
 # rocketmq.home.dir); the peer without authentication ignores the signature.
 printf 'accessKey: %s\nsecretKey: %s\n' "$AUTH_ACCESS_KEY" "$AUTH_SECRET_KEY" >"$WORK/admin/conf/tools.yml"
@@ -371,6 +424,14 @@ render "$CONF_DIR/auth.conf.tmpl" "$WORK/conf/auth.conf"
 cat "$WORK/conf/auth.conf" >>"$WORK/conf/broker-auth.conf"
 CLUSTER=$AUTH_CLUSTER GRPC_PORT=$AUTH_GRPC_PORT PROXY_REMOTING_PORT=$AUTH_PROXY_REMOTING_PORT \
 	render "$CONF_DIR/rmq-proxy-auth.json.tmpl" "$WORK/conf/rmq-proxy-auth.json"
+# The 4.x peer: its own templates; 4.9.7's name server, broker and admin
+# tool will not start without logback configs under their rocketmq.home.dir.
+NAMESRV_PORT=$V4_NAMESRV_PORT render "$CONF_DIR/v4/namesrv.properties.tmpl" "$WORK/conf/namesrv-v4.properties"
+CLUSTER=$V4_CLUSTER BROKER_NAME=$V4_BROKER_NAME NAMESRV_PORT=$V4_NAMESRV_PORT BROKER_PORT=$V4_BROKER_PORT \
+	STORE_DIR=$WORK/store-v4 render "$CONF_DIR/v4/broker.conf.tmpl" "$WORK/conf/broker-v4.conf"
+cp "$CONF_DIR/v4/logback_namesrv.xml" "$WORK/namesrv-v4/conf/"
+cp "$CONF_DIR/v4/logback_broker.xml" "$WORK/broker-v4/conf/"
+cp "$CONF_DIR/v4/logback_tools.xml" "$WORK/admin-v4/conf/"
 
 # Each process gets its own home, so the log tails printed on a failure
 # belong to the process that failed (RocketMQ logs under user.home).
@@ -381,6 +442,11 @@ NAMESRV_LOGS=$WORK/namesrv/logs/rocketmqlogs
 BROKER_LOGS=$WORK/broker/logs/rocketmqlogs
 AUTH_HOME=(-Duser.home="$WORK/broker-auth" -Drocketmq.home.dir="$WORK/broker-auth")
 AUTH_LOGS=$WORK/broker-auth/logs/rocketmqlogs
+V4_NAMESRV_HOME=(-Duser.home="$WORK/namesrv-v4" -Drocketmq.home.dir="$WORK/namesrv-v4")
+V4_BROKER_HOME=(-Duser.home="$WORK/broker-v4" -Drocketmq.home.dir="$WORK/broker-v4")
+V4_ADMIN_HOME=(-Duser.home="$WORK/admin-v4" -Drocketmq.home.dir="$WORK/admin-v4")
+V4_NAMESRV_LOGS=$WORK/namesrv-v4/logs/rocketmqlogs
+V4_BROKER_LOGS=$WORK/broker-v4/logs/rocketmqlogs
 
 # wait_ready NAME PID TIMEOUT PATTERN STDOUT LOGFILE...
 wait_ready() {
@@ -401,13 +467,22 @@ wait_ready() {
 
 # --------------------------------------------------------------- 3. peers --
 
+# Both name servers start together, then both brokers (each broker registers
+# with its name server at start, and only every 30 s after, so it starts
+# once its name server is up); the 4.x peer's start overlaps the 5.x one's.
 t0=$(now_ms)
 "${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${NAMESRV_JVM[@]}" "${NAMESRV_HOME[@]}" -cp "$CP" \
 	org.apache.rocketmq.namesrv.NamesrvStartup -c "$WORK/conf/namesrv.properties" \
 	>"$WORK/namesrv.out" 2>&1 &
 NAMESRV_PID=$!
+"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${V4_NAMESRV_JVM[@]}" "${V4_NAMESRV_HOME[@]}" -cp "$V4_CP" \
+	org.apache.rocketmq.namesrv.NamesrvStartup -c "$WORK/conf/namesrv-v4.properties" \
+	>"$WORK/namesrv-v4.out" 2>&1 &
+V4_NAMESRV_PID=$!
 wait_ready namesrv "$NAMESRV_PID" "$NAMESRV_START_TIMEOUT" 'boot success' \
 	"$WORK/namesrv.out" "$NAMESRV_LOGS/namesrv.log"
+wait_ready namesrv-v4 "$V4_NAMESRV_PID" "$NAMESRV_START_TIMEOUT" 'boot success' \
+	"$WORK/namesrv-v4.out" "$V4_NAMESRV_LOGS/namesrv.log"
 phase namesrv "$t0"
 
 t0=$(now_ms)
@@ -417,6 +492,12 @@ t0=$(now_ms)
 	-n "127.0.0.1:$NAMESRV_PORT" \
 	>"$WORK/broker.out" 2>&1 &
 BROKER_PID=$!
+V4_T0=$(now_ms)
+"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${V4_BROKER_JVM[@]}" "${V4_BROKER_HOME[@]}" -cp "$V4_CP" \
+	org.apache.rocketmq.broker.BrokerStartup -c "$WORK/conf/broker-v4.conf" \
+	-n "127.0.0.1:$V4_NAMESRV_PORT" \
+	>"$WORK/broker-v4.out" 2>&1 &
+V4_BROKER_PID=$!
 wait_ready broker+proxy "$BROKER_PID" "$BROKER_START_TIMEOUT" 'startup successfully' \
 	"$WORK/broker.out" "$BROKER_LOGS/proxy.log" "$BROKER_LOGS/broker.log"
 phase broker "$t0"
@@ -434,18 +515,39 @@ wait_ready auth-broker+proxy "$AUTH_BROKER_PID" "$BROKER_START_TIMEOUT" 'startup
 phase auth-peer "$t0"
 log "auth peer up: broker+proxy pid $AUTH_BROKER_PID ($(rss_mib "$AUTH_BROKER_PID"))"
 
+# The 4.x broker started with the 5.x one; by now it is usually up. The
+# phase is the wait left after the auth peer, its ready time is logged.
+t0=$(now_ms)
+wait_ready broker-v4 "$V4_BROKER_PID" "$BROKER_START_TIMEOUT" 'boot success' \
+	"$WORK/broker-v4.out" "$V4_BROKER_LOGS/broker.log"
+phase v4-peer "$t0"
+# When the 4.x broker got ready: the last write to its stdout is its
+# "boot success" line.
+v4_ready_ms=$(($(stat -c '%.3Y' "$WORK/broker-v4.out" | tr -d .) - V4_T0))
+log "4.x peer up: broker ready $((v4_ready_ms / 1000)).$(printf '%03d' $((v4_ready_ms % 1000))) s after its start;" \
+	"namesrv pid $V4_NAMESRV_PID ($(rss_mib "$V4_NAMESRV_PID"), $(cpu_s "$V4_NAMESRV_PID")), broker pid $V4_BROKER_PID ($(rss_mib "$V4_BROKER_PID"), $(cpu_s "$V4_BROKER_PID"))"
+
 # -------------------------------------------------------------- 4. admin --
 
 # admin_start OUT ARGS...: starts one MQAdminStartup command in the
 # background as a direct child (so ADMIN_PID is the JVM itself and cleanup can
 # stop it by PID). admin_ok OUT: the tool exits 0 even when the command
 # failed, so success is read from its output.
+# A command that starts with "v4" runs 4.9.7's tool against the 4.x
+# name server.
 admin_start() {
 	local out=$1
 	shift
-	"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${ADMIN_JVM[@]}" "${ADMIN_HOME[@]}" -cp "$CP" \
-		org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "127.0.0.1:$NAMESRV_PORT" \
-		>"$out" 2>&1 &
+	if [[ $1 == v4 ]]; then
+		shift
+		"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${ADMIN_JVM[@]}" "${V4_ADMIN_HOME[@]}" -cp "$V4_CP" \
+			org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "127.0.0.1:$V4_NAMESRV_PORT" \
+			>"$out" 2>&1 &
+	else
+		"${NS_ENTER[@]}" "${ORPHAN_GUARD[@]}" "$JAVA" "${ADMIN_JVM[@]}" "${ADMIN_HOME[@]}" -cp "$CP" \
+			org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "127.0.0.1:$NAMESRV_PORT" \
+			>"$out" 2>&1 &
+	fi
 	ADMIN_PID=$!
 }
 admin_ok() { grep -q 'success\.' "$1"; }
@@ -465,6 +567,10 @@ for spec in "${INTEROP_GROUPS[@]}"; do
 	cmd="updateSubGroup -c $CLUSTER -g $name -o $orderly"
 	if [[ -n ${retries:-} ]]; then cmd+=" -r $retries"; fi
 	ADMIN_CMDS+=("$cmd")
+done
+# 4.9.7's updateTopic has no attributes (-a): its topics have no type.
+for spec in "${REMOTING_TOPICS[@]}"; do
+	ADMIN_CMDS+=("v4 updateTopic -c $V4_CLUSTER -t ${spec%%:*}")
 done
 
 # All commands run at once, each retried: right after start the broker may
@@ -515,6 +621,8 @@ set +e
 	TWINMQ_INTEROP_ENDPOINT="127.0.0.1:$GRPC_PORT" \
 	TWINMQ_INTEROP_NAMESRV="127.0.0.1:$NAMESRV_PORT" \
 	TWINMQ_INTEROP_CLUSTER="$CLUSTER" \
+	TWINMQ_INTEROP_V4_NAMESRV="127.0.0.1:$V4_NAMESRV_PORT" \
+	TWINMQ_INTEROP_V4_CLUSTER="$V4_CLUSTER" \
 	TWINMQ_INTEROP_AUTH_ENDPOINT="127.0.0.1:$AUTH_GRPC_PORT" \
 	TWINMQ_INTEROP_ACCESS_KEY="$AUTH_ACCESS_KEY" \
 	TWINMQ_INTEROP_SECRET_KEY="$AUTH_SECRET_KEY" \
@@ -525,16 +633,20 @@ phase tests "$t0"
 
 # Both peers must have survived the suite: a crash during it is a failure of
 # the run even if the command did not notice.
-for p in "namesrv:$NAMESRV_PID" "broker+proxy:$BROKER_PID" "broker-auth:$AUTH_BROKER_PID"; do
+for p in "namesrv:$NAMESRV_PID" "broker+proxy:$BROKER_PID" "broker-auth:$AUTH_BROKER_PID" \
+	"namesrv-v4:$V4_NAMESRV_PID" "broker-v4:$V4_BROKER_PID"; do
 	if ! alive "${p#*:}"; then
 		show_logs "${p%%:*}" "$WORK/${p%%[:+]*}.out"
 		die "${p%%:*} (pid ${p#*:}) died during the tests"
 	fi
 done
-log "after tests: namesrv $(rss_mib "$NAMESRV_PID"), broker+proxy $(rss_mib "$BROKER_PID")"
+log "after tests: namesrv $(rss_mib "$NAMESRV_PID") $(cpu_s "$NAMESRV_PID"), broker+proxy $(rss_mib "$BROKER_PID") $(cpu_s "$BROKER_PID")," \
+	"auth broker+proxy $(rss_mib "$AUTH_BROKER_PID") $(cpu_s "$AUTH_BROKER_PID")," \
+	"namesrv-v4 $(rss_mib "$V4_NAMESRV_PID") $(cpu_s "$V4_NAMESRV_PID"), broker-v4 $(rss_mib "$V4_BROKER_PID") $(cpu_s "$V4_BROKER_PID")"
 ms=$(($(now_ms) - RUN_START))
 log "command exited with status $status; $((ms / 1000)).$(printf '%03d' $((ms % 1000))) s before shutdown"
 if ((status != 0)); then
 	show_logs broker+proxy "$BROKER_LOGS/proxy.log" "$BROKER_LOGS/broker.log"
+	show_logs broker-v4 "$V4_BROKER_LOGS/broker.log"
 fi
 exit "$status"

@@ -1,11 +1,13 @@
-// Package interop holds the integration suite that proves twinmq's wire
-// against a real Apache RocketMQ 5.
+// Package interop holds the integration suite that proves twinmq's wires
+// against real Apache RocketMQ brokers: 5.4.0 (gRPC through its proxy, and
+// remoting straight to its broker) and 4.9.7 (remoting).
 //
 // The tests carry the build tag "interop" and are not part of `make test`:
 // they need a live peer. `make interop` (interop/run.sh) fetches RocketMQ
-// 5.4.0, starts a name server and a broker with the in-process gRPC proxy
-// (Local mode) inside a loopback-only network namespace, creates the topics
-// and groups listed at the top of that script, and runs
+// 5.4.0 and 4.9.7, starts a 5.4.0 name server and a broker with the
+// in-process gRPC proxy (Local mode) and a 4.9.7 name server and broker
+// inside a loopback-only network namespace, creates the topics and groups
+// listed at the top of that script, and runs
 //
 //	go test -count=1 -tags interop ./internal/interop/...
 //
@@ -14,6 +16,9 @@
 //	TWINMQ_INTEROP_ENDPOINT  gRPC endpoint of the proxy, host:port
 //	TWINMQ_INTEROP_NAMESRV   name server address, host:port
 //	TWINMQ_INTEROP_CLUSTER   the broker cluster's name
+//	TWINMQ_INTEROP_V4_NAMESRV  name server of the RocketMQ 4.9.7 peer
+//	                           (its broker is spoken to over remoting only)
+//	TWINMQ_INTEROP_V4_CLUSTER  that peer's cluster name
 //	TWINMQ_INTEROP_AUTH_ENDPOINT  gRPC endpoint of the second peer, which
 //	                              has authentication on
 //	TWINMQ_INTEROP_ACCESS_KEY / TWINMQ_INTEROP_SECRET_KEY  its user

@@ -3,7 +3,6 @@ package remoting
 import (
 	"context"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,11 +19,6 @@ import (
 	"github.com/twinmq/twinmq/internal/remoting/wire"
 	"github.com/twinmq/twinmq/rmqerr"
 )
-
-// VersionV5 is the MQVersion ordinal of RocketMQ 5.0.0 (MQVersion.java,
-// Version.V5_0_0): a broker that answers with a lower version has no timer
-// and cannot deliver a message at an arbitrary time.
-const VersionV5 = 413
 
 // ProducerGroupPrefix starts the producer group of a physical topic (see
 // ProducerGroupOf).
@@ -446,15 +440,15 @@ func (p *ProducerClient) refreshAll() {
 
 // version returns the broker's MQVersion ordinal, asking with a heartbeat
 // when it is not known yet.
-func (p *ProducerClient) version(ctx context.Context, addr string) (int32, error) {
+func (p *ProducerClient) version(ctx context.Context, addr string) (Version, error) {
 	b := p.link(addr)
-	if v := b.version.Load(); v != 0 {
+	if v := Version(b.version.Load()); v.Known() {
 		return v, nil
 	}
 	if err := p.Heartbeat(ctx, addr); err != nil {
-		return 0, err
+		return VersionUnknown, err
 	}
-	return b.version.Load(), nil
+	return Version(b.version.Load()), nil
 }
 
 // target names where msgs go: the queue the producer chose (for AnyQueue,
@@ -515,8 +509,8 @@ func (p *ProducerClient) SendInto(ctx context.Context, addr string, msgs []*driv
 		if err != nil {
 			return nil, err
 		}
-		if v < VersionV5 {
-			return nil, fmt.Errorf("remoting %s: broker version %d (MQVersion ordinal, below 5.0.0's %d): %w", addr, v, VersionV5, ErrDelayUnsupported)
+		if !v.HasTimer() {
+			return nil, fmt.Errorf("remoting %s: broker version %s (MQVersion ordinal %d, below 5.0.0's %d): %w", addr, v, int32(v), int32(V5_0_0), ErrDelayUnsupported)
 		}
 	}
 	t := p.target(addr, topic, msgs[0].QueueID)
@@ -597,28 +591,9 @@ func (p *ProducerClient) result(r SendResult, half bool) driver.SendResult {
 		if txID == "" {
 			txID = r.ID // RocketMQ's clients use the message id
 		}
-		out.TransactionID = fmt.Sprintf("%d:%d:%s", r.QueueOffset, commitLogOffset(r.OffsetID, r.ID), txID)
+		out.TransactionID = fmt.Sprintf("%d:%d:%s", r.QueueOffset, r.CommitLogOffset, txID)
 	}
 	return out
-}
-
-// commitLogOffset reads the commit log offset out of a broker's offset
-// message id (hex of the store host's address, its port and the offset:
-// 16 bytes for IPv4, 28 for IPv6); 0 when offsetID is not one (the
-// embedded broker answers the client's own id).
-func commitLogOffset(offsetID, uniq string) int64 {
-	if offsetID == "" || offsetID == uniq {
-		return 0
-	}
-	b, err := hex.DecodeString(offsetID)
-	if err != nil || (len(b) != 16 && len(b) != 28) {
-		return 0
-	}
-	var off int64
-	for _, c := range b[len(b)-8:] {
-		off = off<<8 | int64(c)
-	}
-	return off
 }
 
 // parseTxID splits a TransactionID made by result.

@@ -135,16 +135,11 @@ func TestClosedProducerClient(t *testing.T) {
 }
 
 // The offsets END_TRANSACTION needs travel in the transaction id; the
-// commit log offset comes out of the broker's offset message id.
+// commit log offset is the one the send result read out of the broker's
+// offset message id.
 func TestTransactionIDCarriesOffsets(t *testing.T) {
-	// 127.0.0.1:10911, commit log offset 0x1234.
-	off := "7F00000100002A9F0000000000001234"
-	require.Equal(t, int64(0x1234), commitLogOffset(off, "UNIQ"))
-	require.Equal(t, int64(0), commitLogOffset("UNIQ", "UNIQ"), "an answer of the client's own id holds no offset")
-	require.Equal(t, int64(0), commitLogOffset("nothex", "UNIQ"))
-
 	p := &ProducerClient{}
-	r := p.result(SendResult{ID: "UNIQ", OffsetID: off, QueueOffset: 7, TransactionID: "tx:1"}, true)
+	r := p.result(SendResult{ID: "UNIQ", CommitLogOffset: 0x1234, QueueOffset: 7, TransactionID: "tx:1"}, true)
 	q, l, id, err := parseTxID(r.TransactionID)
 	require.NoError(t, err)
 	require.Equal(t, int64(7), q)

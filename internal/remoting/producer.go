@@ -52,6 +52,14 @@ type SendResult struct {
 	QueueOffset int64
 	// TransactionID names a half message's transaction (EndTransaction).
 	TransactionID string
+	// CommitLogOffset is where the broker stored the message, read from
+	// OffsetID (RocketMQ brokers build it from the store address and this
+	// offset); 0 when OffsetID is not of that form (the embedded broker
+	// answers the message's own id). END_TRANSACTION needs it: a RocketMQ
+	// broker finds the half message by it.
+	CommitLogOffset int64
+	// BrokerVersion is the version field of the broker's response.
+	BrokerVersion Version
 }
 
 // IDGenerator makes message ids in the 32 hex digit form of RocketMQ's
@@ -90,6 +98,11 @@ func (m *Message) properties(group string) (map[string]string, error) {
 		p[k] = v
 	}
 	if m.Tag != "" {
+		// RocketMQ brokers store such a tag as is, and no tag
+		// expression can select it ("a|b" means a or b).
+		if strings.Contains(m.Tag, "|") {
+			return nil, fmt.Errorf("%w: tag %q holds '|' (the separator of tag expressions)", ErrInvalidMessage, m.Tag)
+		}
 		p[wire.PropTags] = m.Tag
 	}
 	if len(m.Keys) > 0 {
@@ -183,6 +196,12 @@ func (c *Client) Send(ctx context.Context, ids *IDGenerator, t SendTarget, m *Me
 		return SendResult{}, err
 	}
 	res.ID = m.ID
+	if m.Transaction && res.TransactionID == "" {
+		// 5.x brokers answer the transaction id (the message's UNIQ_KEY);
+		// 4.x brokers answer none and take the same value from the
+		// client, as RocketMQ's 4.x producer sends it.
+		res.TransactionID = m.ID
+	}
 	return res, nil
 }
 
@@ -219,8 +238,11 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
 	// The batch's own properties, as the Java client's MessageBatch has
-	// them: the ids of its messages and WAIT.
-	hp, err := wire.EncodeProperties(map[string]string{wire.PropUniqKey: strings.Join(uniq, ","), wire.PropWait: "true"})
+	// them: WAIT only. A broker appends them to every message of the batch
+	// when it stores it, so a UNIQ_KEY here (the ids joined) would replace
+	// each message's own id for its readers (RocketMQ 4.9.7 does exactly
+	// that).
+	hp, err := wire.EncodeProperties(map[string]string{wire.PropWait: "true"})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
@@ -240,9 +262,12 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 	offsetIDs := strings.Split(first.OffsetID, ",")
 	out := make([]SendResult, len(msgs))
 	for i := range msgs {
-		out[i] = SendResult{ID: uniq[i], QueueID: first.QueueID, QueueOffset: first.QueueOffset + int64(i)}
+		out[i] = SendResult{ID: uniq[i], QueueID: first.QueueID, QueueOffset: first.QueueOffset + int64(i), BrokerVersion: first.BrokerVersion}
 		if len(offsetIDs) == len(msgs) {
 			out[i].OffsetID = offsetIDs[i]
+			if _, clo, err := wire.DecodeOffsetMessageID(offsetIDs[i]); err == nil {
+				out[i].CommitLogOffset = clo
+			}
 		}
 	}
 	return out, nil
@@ -254,7 +279,12 @@ func parseSendResponse(addr string, resp *wire.Command) (SendResult, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return SendResult{}, fmt.Errorf("remoting %s: send response: %w: %w", addr, rmqerr.ErrInternal, err)
 	}
-	return SendResult{OffsetID: resp.Ext[wire.RespMsgID], QueueID: int32(qid), QueueOffset: off, TransactionID: resp.Ext[wire.RespTxID]}, nil
+	r := SendResult{OffsetID: resp.Ext[wire.RespMsgID], QueueID: int32(qid), QueueOffset: off,
+		TransactionID: resp.Ext[wire.RespTxID], BrokerVersion: Version(resp.Version)}
+	if _, clo, err := wire.DecodeOffsetMessageID(r.OffsetID); err == nil {
+		r.CommitLogOffset = clo
+	}
+	return r, nil
 }
 
 type heartbeatData struct {

@@ -29,6 +29,7 @@ func TestRemotingSuiteEmbedded(t *testing.T) {
 			{Name: remotingsuite.TopicBatch, Queues: 4},
 			{Name: remotingsuite.TopicFIFO, Queues: 2, Type: embedded.FIFO},
 			{Name: remotingsuite.TopicTxn, Queues: 2, Type: embedded.Transaction},
+			{Name: remotingsuite.TopicDelay, Queues: 2, Type: embedded.Delay},
 		},
 		Groups:           []embedded.Group{{Name: remotingsuite.GroupRead}},
 		TransactionCheck: embedded.TransactionCheck{Timeout: 300 * time.Millisecond, Interval: 200 * time.Millisecond, MaxChecks: 50},
@@ -50,6 +51,7 @@ func TestRemotingSuiteEmbedded(t *testing.T) {
 				GRPCEndpoint:    env.Clusters()[0].Endpoints()[0],
 				Serialize:       st.t,
 				CheckBackWithin: 30 * time.Second,
+				Timer:           true,
 			})
 		})
 	}

@@ -3,6 +3,7 @@ package wire
 // Request codes (RequestCode.java) this package's users speak.
 const (
 	CodeSendMessage           int32 = 10
+	CodePullMessage           int32 = 11
 	CodeHeartbeat             int32 = 34
 	CodeUnregisterClient      int32 = 35
 	CodeEndTransaction        int32 = 37
@@ -27,6 +28,9 @@ const (
 	RespVersionNotSupported     int32 = 15
 	RespNoPermission            int32 = 16
 	RespTopicNotExist           int32 = 17
+	RespPullNotFound            int32 = 19
+	RespPullRetryImmediately    int32 = 20
+	RespPullOffsetMoved         int32 = 21
 )
 
 // Property names (MessageConst.java) the codec's users set or read.
@@ -40,6 +44,7 @@ const (
 	PropTranMsg       = "TRAN_MSG"
 	PropProducerGroup = "PGROUP"
 	PropDeliverMS     = "TIMER_DELIVER_MS"
+	PropDelayLevel    = "DELAY"
 )
 
 // Send header V2 field names (SendMessageRequestHeaderV2.java).

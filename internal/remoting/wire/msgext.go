@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"net"
 	"strconv"
 )
@@ -148,4 +149,31 @@ func DecodeMessageExts(b []byte) ([]MessageExt, error) {
 		b = b[total:]
 	}
 	return out, nil
+}
+
+// DecodeOffsetMessageID reads the id a RocketMQ broker gives a stored
+// message (the msgId of a send response, MessageDecoder.createMessageId):
+// the store host's address and port and the message's commit log offset,
+// in upper or lower case hex: 16 bytes for an IPv4 host, 28 for IPv6.
+func DecodeOffsetMessageID(id string) (host string, commitLogOffset int64, err error) {
+	var ipLen int
+	switch len(id) {
+	case 32:
+		ipLen = 4
+	case 56:
+		ipLen = 16
+	default:
+		return "", 0, malformed("offset message id of %d characters", len(id))
+	}
+	b := make([]byte, len(id)/2)
+	if _, err := hex.Decode(b, []byte(id)); err != nil {
+		return "", 0, malformed("offset message id: %v", err)
+	}
+	r := &reader{b: b}
+	h := readHost(r, ipLen == 16)
+	off := int64(r.u64("commit log offset"))
+	if r.err != nil {
+		return "", 0, r.err
+	}
+	return h, off, nil
 }

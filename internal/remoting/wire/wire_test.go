@@ -180,3 +180,20 @@ func FuzzDecodeMessageExts(f *testing.F) {
 		}
 	})
 }
+
+// The offset message id of a RocketMQ broker: store host and commit log
+// offset, IPv4 (16 bytes) or IPv6 (28 bytes), either case.
+func TestDecodeOffsetMessageID(t *testing.T) {
+	h, off, err := DecodeOffsetMessageID("7f00000100002ae3000000000000abcd")
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:10979", h)
+	require.Equal(t, int64(0xABCD), off)
+	h, off, err = DecodeOffsetMessageID("00000000000000000000000000000001" + "00002AE3" + "0000000000000010")
+	require.NoError(t, err)
+	require.Equal(t, "[::1]:10979", h)
+	require.Equal(t, int64(16), off)
+	for _, bad := range []string{"", "7F000001", "8332FA6816C52633B8F500000001000X", "ABCDEF"} {
+		_, _, err := DecodeOffsetMessageID(bad)
+		require.ErrorIs(t, err, ErrMalformed, bad)
+	}
+}
