@@ -322,7 +322,7 @@ else
 	STAGING=$(mktemp -d "$CACHE_DIR/.race.XXXXXX")
 	ok=0
 	for attempt in $(seq 1 "$DOWNLOAD_ATTEMPTS"); do
-		if "$MVN" -q -B -f "$RACE_SRC/pom.xml" package dependency:copy-dependencies \
+		if "$MVN" -q -B -Dstyle.color=never -f "$RACE_SRC/pom.xml" package dependency:copy-dependencies \
 			-Drace.build.dir="$STAGING/build" -DincludeScope=runtime -DoutputDirectory="$STAGING/lib"; then
 			ok=1
 			break

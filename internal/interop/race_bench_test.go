@@ -27,14 +27,14 @@ import (
 // the 5.4.0 peer. Both clients send to it, through its name server.
 const raceTopic = "interop_race"
 
-// The race's timing. Every side runs once for raceFirstWarmup (untimed, at
-// 32 senders) before its first round, so that neither the peer's JIT nor a
-// client's own start-up (routes, connections, the JVM's compiler) lands in
-// a measured window. Then each round runs every side for raceWarmup and
+// The race's timing. Before the first round every side runs once for
+// raceFirstWarmup (untimed, at 32 senders), so that neither the peer's JIT
+// (its single and batch send paths) nor a client's own start-up (routes,
+// connections, the JVM's compiler) lands in a measured window. Then each round runs every side for raceWarmup and
 // measures raceWindow; each figure is the median of its raceRounds rounds
 // (internal/benchfig takes it). About 2.5 minutes in all.
 const (
-	raceFirstWarmup = 3 * time.Second
+	raceFirstWarmup = 4 * time.Second
 	raceWarmup      = time.Second
 	raceWindow      = 4 * time.Second
 	raceRounds      = 3
@@ -68,14 +68,18 @@ var raceJVM = []string{"-Xms128m", "-Xmx256m", "-XX:+UseG1GC"}
 // remoting_unbatched, remoting_batched), and as plain metrics the p50, the
 // client's and the peer's CPU per message and how busy the machine was. At
 // the end it logs the medians as the issue's ratios. Run it with
-// -benchtime 1x: each run lasts a fixed time whatever b.N is.
+// -benchtime 1x: each run lasts a fixed time whatever b.N is. With
+// TWINMQ_INTEROP_RACE_THREADS=1 it also logs, for each run, the JVM threads
+// (the peer's and the Java client's) that used the most CPU in the window,
+// in µs per message: where the CPU goes on the Java side.
 func BenchmarkInteropRemotingRace(b *testing.B) {
 	namesrv := os.Getenv("TWINMQ_INTEROP_NAMESRV")
 	if namesrv == "" {
 		b.Fatal("TWINMQ_INTEROP_NAMESRV is not set: run the benchmark with `make interop`")
 	}
 	r := &race{namesrv: namesrv, dir: b.TempDir(), rates: map[string][]float64{},
-		producers: map[bool]*raceProducer{}, newErr: map[bool]error{}}
+		producers: map[bool]*raceProducer{}, newErr: map[bool]error{},
+		threads: os.Getenv("TWINMQ_INTEROP_RACE_THREADS") == "1"}
 	b.Cleanup(func() {
 		if err := r.close(); err != nil {
 			b.Error(err)
@@ -87,6 +91,13 @@ func BenchmarkInteropRemotingRace(b *testing.B) {
 		{label: "java-autobatch", fig: "java_autobatch", run: r.javaRun("autobatch")},
 		{label: "remoting-batched", fig: "remoting_batched", run: r.twinmqRun(true)},
 	}
+	// Warm every side before any round (a sub-benchmark of its own, which
+	// reports no figure).
+	for _, s := range sides {
+		b.Run(s.label+"/warmup", func(b *testing.B) {
+			s.run(b, 32, 0, raceFirstWarmup)
+		})
+	}
 	for round := 1; round <= raceRounds; round++ {
 		order := slices.Clone(sides)
 		if round%2 == 0 {
@@ -95,10 +106,6 @@ func BenchmarkInteropRemotingRace(b *testing.B) {
 		for _, c := range []int{16, 64} {
 			for _, s := range order {
 				b.Run(fmt.Sprintf("%s/c%d/round%d", s.label, c, round), func(b *testing.B) {
-					if !s.warmed {
-						s.run(b, 32, 0, raceFirstWarmup)
-						s.warmed = true
-					}
 					res := s.run(b, c, raceWarmup, raceWindow)
 					b.ReportMetric(res.rate, fmt.Sprintf("fig:interop_%s_c%d_msgs_s", s.fig, c))
 					b.ReportMetric(res.p99.Seconds()*1e3, fmt.Sprintf("fig:interop_%s_c%d_p99_ms", s.fig, c))
@@ -119,7 +126,6 @@ func BenchmarkInteropRemotingRace(b *testing.B) {
 type raceSide struct {
 	label, fig string
 	run        func(b *testing.B, c int, warmup, window time.Duration) produceResult
-	warmed     bool
 }
 
 // race holds what the sides share across rounds: the Java child process
@@ -128,6 +134,7 @@ type race struct {
 	namesrv string
 	dir     string
 	rates   map[string][]float64 // msgs/s per figure, every round
+	threads bool                 // log the JVM threads' CPU of each window
 
 	java      *raceJava
 	javaErr   error                  // why the Java client could not start
@@ -167,7 +174,23 @@ func (r *race) twinmqRun(batching bool) func(*testing.B, int, time.Duration, tim
 			r.producers[batching] = rp
 		}
 		n0, sum0, _ := sdkHistogram(b, rp.reg, "twinmq_batch_size_items", 1)
+		var probe chan [2]map[string]time.Duration
+		if r.threads {
+			// Read the threads on the window's schedule beside runProduce.
+			probe = make(chan [2]map[string]time.Duration, 1)
+			start := time.Now()
+			go func() {
+				time.Sleep(time.Until(start.Add(warmup)))
+				t0 := threadCPU()
+				time.Sleep(time.Until(start.Add(warmup + window)))
+				probe <- [2]map[string]time.Duration{t0, threadCPU()}
+			}()
+		}
 		res := runProduce(b, rp.p, raceTopic, c, warmup, window)
+		if probe != nil {
+			t := <-probe
+			logThreads(b, t[0], t[1], res.rate*window.Seconds())
+		}
 		// Messages per request over the run, warm-up included.
 		if n1, sum1, _ := sdkHistogram(b, rp.reg, "twinmq_batch_size_items", 1); n1 > n0 {
 			b.ReportMetric((sum1-sum0)/float64(n1-n0), "msgs/request")
@@ -199,10 +222,17 @@ func (r *race) javaRun(mode string) func(*testing.B, int, time.Duration, time.Du
 		if err := j.send(fmt.Sprintf("%s %d %.3f %.3f", mode, c, warmup.Seconds(), window.Seconds())); err != nil {
 			b.Fatalf("java client: %v%s", err, j.stderrTail())
 		}
+		var t0, t1 map[string]time.Duration
 		time.Sleep(time.Until(start.Add(warmup)))
 		s0 := j.sampleCPU()
+		if r.threads {
+			t0 = threadCPU()
+		}
 		time.Sleep(time.Until(start.Add(warmup + window)))
 		s1 := j.sampleCPU()
+		if r.threads {
+			t1 = threadCPU()
+		}
 		line, err := j.result(warmup + window + time.Minute)
 		b.StopTimer()
 		if err != nil {
@@ -221,6 +251,9 @@ func (r *race) javaRun(mode string) func(*testing.B, int, time.Duration, time.Du
 			b.Fatal("java client: no send completed in the window")
 		}
 		b.ReportMetric(res.gcMillis, "client-gc-ms")
+		if r.threads {
+			logThreads(b, t0, t1, float64(res.sent))
+		}
 		n := float64(res.sent)
 		return produceResult{
 			rate:      res.rate,
@@ -440,4 +473,69 @@ func parseRaceLine(line string) (raceLine, error) {
 	r.rate, r.p50, r.p99 = vals[0], ms(vals[1]), ms(vals[2])
 	r.sent, r.errors, r.gcMillis = int64(vals[3]), int64(vals[4]), vals[5]
 	return r, nil
+}
+
+// threadCPU sums the CPU time of the threads of the Java processes in this
+// network namespace (the peer's, and the Java client's when it runs), by
+// process and thread name, digits dropped so that a pool's threads add up
+// ("NettyServerCodecThread_3" and "_4" are one line). The names are the
+// kernel's, cut at 15 characters.
+func threadCPU() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return out
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		if ns, err := os.Readlink(dir + "/ns/net"); err != nil || ns != self {
+			continue
+		}
+		comm, err := os.ReadFile(dir + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "java" {
+			continue
+		}
+		proc := "java:" + filepath.Base(dir)
+		if cmdline, err := os.ReadFile(dir + "/cmdline"); err == nil {
+			switch s := string(cmdline); {
+			case strings.Contains(s, "JavaSender"):
+				proc = "java-client"
+			case strings.Contains(s, "NamesrvStartup"):
+				proc = "namesrv"
+			case strings.Contains(s, "broker-auth"):
+				proc = "broker-auth"
+			case strings.Contains(s, "ProxyStartup"):
+				proc = "broker"
+			}
+		}
+		tasks, _ := filepath.Glob(dir + "/task/[0-9]*")
+		for _, task := range tasks {
+			name, err := os.ReadFile(task + "/comm")
+			if err != nil {
+				continue
+			}
+			key := proc + " " + strings.TrimRight(strings.TrimSpace(string(name)), "0123456789-_#")
+			out[key] += procCPU(task)
+		}
+	}
+	return out
+}
+
+// logThreads logs the thread groups that used the most CPU between two
+// threadCPU readings, with their share of the sends of the window.
+func logThreads(b *testing.B, before, after map[string]time.Duration, sent float64) {
+	type row struct {
+		name string
+		cpu  time.Duration
+	}
+	var rows []row
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			rows = append(rows, row{k, d})
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int { return int(b.cpu - a.cpu) })
+	for _, r := range rows[:min(len(rows), 12)] {
+		b.Logf("threads: %-45s %7.0f ms %7.2f us/msg", r.name, float64(r.cpu.Milliseconds()), float64(r.cpu.Microseconds())/max(sent, 1))
+	}
 }
