@@ -263,6 +263,12 @@ func (c *Consumer) settingsOf(cfg *config.Config) (*liveSettings, error) {
 	if _, ok := cfg.Topics[c.topic]; !ok {
 		return nil, fmt.Errorf("%w: %q is not in the configuration's topics", ErrUnknownTopic, c.topic)
 	}
+	for i, cc := range cfg.Topics[c.topic].Clusters {
+		if cc.Protocol.Remoting() {
+			return nil, fmt.Errorf("%w: topics.%s.clusters[%d] (cluster %q) speaks the remoting protocol, which the consumer does not consume yet (its producers may send there; consume the cluster through a gRPC proxy of it)",
+				ErrUnsupported, c.topic, i, cc.Name)
+		}
+	}
 	return ls, nil
 }
 

@@ -230,6 +230,12 @@
 //     config.ErrInvalidConfig), a Registerer already holding a consumer's
 //     metrics, or a forwarding address that cannot be listened on;
 //   - ErrUnknownTopic when the configuration does not define the topic;
+//   - ErrUnsupported (which also matches ErrInvalidConfig) when a cluster
+//     of the topic speaks the remoting protocol (protocol "remoting"): the
+//     producer sends to such clusters, the consumer does not consume them
+//     yet. The error names the cluster's path in the document. A reload
+//     that adds such a cluster is refused the same way, and the previous
+//     configuration keeps serving;
 //   - the lane registry's own error, wrapped, when it cannot be watched or
 //     joined.
 //

@@ -1,6 +1,9 @@
 package consumer
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Every error the consumer returns for bad input wraps one
 // of these, so callers test them with errors.Is.
@@ -8,6 +11,12 @@ var (
 	// ErrInvalidConfig means the options or the configuration given to New
 	// are unusable; the message says which and how to mend it.
 	ErrInvalidConfig = errors.New("consumer: invalid configuration")
+	// ErrUnsupported means the configuration asks for something the
+	// consumer does not do yet: consuming a cluster that speaks the
+	// remoting protocol. New fails with it and a reload that asks for it
+	// is refused (the previous configuration keeps serving). It wraps
+	// ErrInvalidConfig.
+	ErrUnsupported = fmt.Errorf("consumer: unsupported configuration: %w", ErrInvalidConfig)
 	// ErrUnknownTopic means the subscribed logic topic is not in the
 	// configuration document.
 	ErrUnknownTopic = errors.New("consumer: unknown logic topic")

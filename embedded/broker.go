@@ -25,6 +25,24 @@ type Broker struct {
 	endpoint string
 	remoting string
 	peers    []broker.Peer
+	version  int32 // SetRemotingVersion's, 0: the default
+}
+
+// SetRemotingVersion makes the broker's remoting answers carry version, an
+// MQVersion ordinal (RocketMQ 5.0.0 is 413, 4.9.7 is 407), as the broker's
+// version; it lasts across restarts. The default (and 0) is RocketMQ
+// 5.4.0's, 493. Only the number changes: a test can show a remoting client
+// a 4.x broker, whose lack of a timer the client must then respect.
+func (b *Broker) SetRemotingVersion(version int32) {
+	if version == 0 {
+		version = broker.DefaultRemotingVersion
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.version = version
+	if b.b != nil {
+		b.b.SetRemotingVersion(version)
+	}
 }
 
 func (b *Broker) start(ctx context.Context) error {
@@ -43,6 +61,9 @@ func (b *Broker) start(ctx context.Context) error {
 			_ = nb.Close(ctx)
 			return fmt.Errorf("embedded: %w", err)
 		}
+	}
+	if b.version != 0 {
+		nb.SetRemotingVersion(b.version)
 	}
 	b.b = nb
 	b.endpoint = nb.Addr()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/twinmq/twinmq/batch"
+	"github.com/twinmq/twinmq/internal/remoting"
 	"github.com/twinmq/twinmq/rmqerr"
 )
 
@@ -51,6 +52,11 @@ var (
 	// ErrUnavailable: a broker could not be reached (connection refused or
 	// reset, TLS handshake failed). It is rmqerr.ErrUnavailable.
 	ErrUnavailable = rmqerr.ErrUnavailable
+	// ErrDelayUnsupported: a message with a DeliveryTime was sent to a
+	// broker of a remoting cluster that has no timer (RocketMQ 4.x knows
+	// only its fixed delay levels, and the producer never falls back to
+	// one). It matches rmqerr.ErrUnsupported; such a send is not retried.
+	ErrDelayUnsupported = remoting.ErrDelayUnsupported
 	// ErrThrottled: a broker is shedding load (TOO_MANY_REQUESTS). It is
 	// rmqerr.ErrThrottled.
 	ErrThrottled = rmqerr.ErrThrottled

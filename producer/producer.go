@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	"github.com/twinmq/twinmq/failover"
 	"github.com/twinmq/twinmq/internal/clientstate"
 	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/internal/remoting"
 )
 
 // Producer sends messages to logic topics. It is safe for concurrent use;
@@ -50,11 +52,11 @@ type Producer struct {
 	// mu serializes reloads and route updates and guards the mutable parts
 	// of topicState and clusterEntry, and clients.
 	mu        sync.Mutex
-	clients   map[string]*driver.Client
+	clients   map[string]wireClient
 	clientSeq int
 	// retired are clients no configuration uses any more, closed when their
 	// timer fires or on Close, whichever comes first.
-	retired map[*driver.Client]*time.Timer
+	retired map[wireClient]*time.Timer
 
 	// active counts sends in progress (sync and async, retries included);
 	// Close waits for it to reach zero before closing the accumulator.
@@ -116,8 +118,8 @@ func New(ctx context.Context, opts ...Option) (*Producer, error) {
 		opts:    o,
 		log:     o.Logger,
 		ids:     driver.NewMessageIDGenerator(),
-		clients: map[string]*driver.Client{},
-		retired: map[*driver.Client]*time.Timer{},
+		clients: map[string]wireClient{},
+		retired: map[wireClient]*time.Timer{},
 		idle:    make(chan struct{}),
 	}
 	empty := map[string]*topicState{}
@@ -283,7 +285,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 	var (
 		plans      []plan
 		newPickers []*failover.Picker[*brokerTarget]
-		newClients = map[string]*driver.Client{}
+		newClients = map[string]wireClient{}
 		rollback   = func() {
 			for _, pk := range newPickers {
 				pk.Close()
@@ -336,7 +338,7 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 				}
 				if client == nil {
 					var err error
-					client, err = p.newClient(cfg, cc.Name, cc.TLS, cred, topicsOfClient(cfg, key))
+					client, err = p.newClient(cfg, cc, cred, topicsOfClient(cfg, key))
 					if err != nil {
 						rollback()
 						return fmt.Errorf("topic %q cluster %q: %w", name, cc.Name, err)
@@ -392,24 +394,52 @@ func (p *Producer) applyLocked(cfg *config.Config) error {
 }
 
 // newClient creates a RocketMQ client for a cluster and one TLS and
-// credentials setting.
-func (p *Producer) newClient(cfg *config.Config, cluster string, useTLS bool, cred *driver.Credentials, topics []string) (*driver.Client, error) {
+// credentials setting, of the driver its protocol names: the gRPC driver
+// (endpoints are proxies) or the remoting one (endpoints are name
+// servers).
+func (p *Producer) newClient(cfg *config.Config, cc config.Cluster, cred *driver.Credentials, topics []string) (wireClient, error) {
 	p.clientSeq++
+	clientID := fmt.Sprintf("%s@producer-%d", p.opts.Instance, p.clientSeq)
+	if cc.Protocol.Remoting() {
+		rc := remoting.ProducerConfig{
+			Cluster:        cc.Name,
+			NameServers:    slices.Clone(cc.Endpoints),
+			Topics:         topics,
+			RequestTimeout: cfg.Timeouts.Request.D(),
+			ClientID:       clientID,
+			// The broker asks a producer of the half message's group
+			// (one per physical topic) on the connection it heartbeats.
+			OnOrphanedTransaction: p.orphanHandler(),
+			Credentials:           cred,
+			Logger:                p.log,
+		}
+		if cc.TLS {
+			rc.TLS = p.opts.TLS
+			if rc.TLS == nil {
+				rc.TLS = &tls.Config{}
+			}
+		}
+		c, err := remoting.NewProducerClient(rc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: remoting client: %w", ErrInvalidConfig, err)
+		}
+		return c, nil
+	}
 	dc := driver.Config{
-		Cluster:        cluster,
+		Cluster:        cc.Name,
 		Type:           driver.Producer,
 		Topics:         topics,
 		RequestTimeout: cfg.Timeouts.Request.D(),
 		Credentials:    cred,
 		DialOptions:    p.opts.DialOptions,
-		ClientID:       fmt.Sprintf("%s@producer-%d", p.opts.Instance, p.clientSeq),
+		ClientID:       clientID,
 		// Orphaned-transaction checks reach any producer client of the
 		// topic: every client carries the checker.
 		OnOrphanedTransaction: p.orphanHandler(),
 		Logger:                p.log,
 		Registerer:            p.opts.Registerer,
 	}
-	if useTLS {
+	if cc.TLS {
 		dc.TLS = p.opts.TLS
 	}
 	c, err := driver.New(dc)
@@ -478,7 +508,7 @@ func (p *Producer) updateClientsLocked(topics map[string]*topicState) {
 // it. Once bg is stopped nothing can be started on it, and the client is
 // closed here with a context already canceled, which releases its
 // connections at once.
-func (p *Producer) closeInBackgroundLocked(c *driver.Client, timeout time.Duration) {
+func (p *Producer) closeInBackgroundLocked(c wireClient, timeout time.Duration) {
 	if p.bgStopped {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

@@ -26,7 +26,7 @@ type brokerTarget struct {
 	cluster  string
 	physical string
 	endpoint string
-	client   *driver.Client
+	client   wireClient
 
 	queues atomic.Pointer[[]int32]
 	// current and sinceRotate implement the sticky queue: messages go to
@@ -70,7 +70,7 @@ type clusterEntry struct {
 	endpoints []string
 	physical  string
 	clientKey string
-	client    *driver.Client
+	client    wireClient
 
 	// Guarded by Producer.mu.
 	weight   int
@@ -171,11 +171,17 @@ func physicalOf(logic string, c config.Cluster) string {
 }
 
 // clientKeyOf tells apart the RocketMQ clients a configuration needs: one
-// per cluster (by name, so that the client's metrics carry its cluster) and
-// combination of TLS and credentials, shared by the logic topics on it.
+// per cluster (by name, so that the client's metrics carry its cluster),
+// protocol and combination of TLS and credentials, shared by the logic
+// topics on it. A remoting cluster's key also holds its name servers,
+// which its client is made with: a reload that changes them (or the
+// protocol) swaps the client.
 func clientKeyOf(cfg *config.Config, c config.Cluster) (string, *driver.Credentials) {
 	var cred *driver.Credentials
 	key := fmt.Sprintf("cluster=%s|tls=%t", c.Name, c.TLS)
+	if c.Protocol.Remoting() {
+		key += "|protocol=remoting|nameservers=" + strings.Join(c.Endpoints, ",")
+	}
 	if c.Credentials != "" {
 		cr := cfg.Credentials[c.Credentials]
 		cred = &driver.Credentials{AccessKey: cr.AccessKey, SecretKey: cr.AccessSecret}

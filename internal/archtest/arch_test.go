@@ -15,18 +15,20 @@ const module = "github.com/twinmq/twinmq"
 type pkg struct {
 	ImportPath string
 	Deps       []string
+	Imports    []string
 }
 
-// listPackages runs `go list -deps` over the module and returns each of the
-// module's own packages with its transitive (non-test) dependencies.
-func listPackages(t *testing.T) map[string][]string {
+// listPackages runs `go list` over the module and returns each of the
+// module's own packages with its transitive (non-test) dependencies, and
+// with its direct (non-test) imports.
+func listPackages(t *testing.T) (deps, imports map[string][]string) {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", module+"/...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Deps,Imports", module+"/...")
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
 	require.NoError(t, err, "go list failed")
 	dec := json.NewDecoder(strings.NewReader(string(out)))
-	pkgs := map[string][]string{}
+	pkgs, direct := map[string][]string{}, map[string][]string{}
 	for {
 		var p pkg
 		if err := dec.Decode(&p); err == io.EOF {
@@ -36,8 +38,9 @@ func listPackages(t *testing.T) map[string][]string {
 		}
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		pkgs[rel] = p.Deps
+		direct[rel] = p.Imports
 	}
-	return pkgs
+	return pkgs, direct
 }
 
 // under reports whether the module-relative path p is dir or below it.
@@ -58,7 +61,7 @@ func own(dep string) (string, bool) {
 }
 
 func TestLayerRules(t *testing.T) {
-	pkgs := listPackages(t)
+	pkgs, imports := listPackages(t)
 	require.NotEmpty(t, pkgs)
 
 	type rule struct {
@@ -103,18 +106,35 @@ func TestLayerRules(t *testing.T) {
 		{"producer and consumer never reach the broker or the store",
 			func(p string) bool { return under(p, "producer") || under(p, "consumer") },
 			ownUnder("internal/broker", "internal/store"), nil},
-		{"the driver never reaches the broker or the store",
-			func(p string) bool { return under(p, "internal/driver") },
+		{"the drivers never reach the broker or the store",
+			func(p string) bool { return under(p, "internal/driver") || under(p, "internal/remoting") },
 			ownUnder("internal/broker", "internal/store"), nil},
-		{"the broker never reaches the driver",
+		{"the gRPC driver never reaches the remoting one",
+			func(p string) bool { return under(p, "internal/driver") },
+			ownUnder("internal/remoting"), nil},
+		{"the broker never reaches the drivers (it shares the remoting codec, internal/remoting/wire)",
 			func(p string) bool { return under(p, "internal/broker") || under(p, "internal/store") },
-			ownUnder("internal/driver", "producer", "consumer"), nil},
+			ownUnder("internal/driver", "internal/remoting", "producer", "consumer"), ownUnder("internal/remoting/wire")},
 		{"the core imports no tracing library (contrib/otel brings OpenTelemetry through the hooks)",
 			func(string) bool { return true },
 			func(dep string) bool { return strings.HasPrefix(dep, "go.opentelemetry.io/") }, nil},
 		{"nothing imports examples or cmd",
 			func(string) bool { return true },
 			ownUnder("examples", "cmd"), nil},
+	}
+	// Direct imports: only the drivers know a wire. producer and consumer
+	// reach brokers through internal/driver (gRPC) or internal/remoting
+	// (remoting) and import neither protocol's codec themselves.
+	wires := ownUnder("internal/pb/rmqpb", "internal/remoting/wire")
+	for p, deps := range imports {
+		if !under(p, "producer") && !under(p, "consumer") {
+			continue
+		}
+		for _, d := range deps {
+			if wires(d) {
+				t.Errorf("layer rule \"only the drivers know a wire\" broken: %s imports %s", p, d)
+			}
+		}
 	}
 	for _, r := range rules {
 		for p, deps := range pkgs {

@@ -10,10 +10,17 @@
 //     registering metrics, which imports nothing of this module.
 //   - internal/store imports no gRPC and no protobuf: it knows bytes, topics
 //     and queues.
-//   - producer and consumer reach the brokers through internal/driver only;
-//     they never depend on internal/broker or internal/store.
-//   - internal/broker and internal/driver share only the protocol packages
-//     under internal/pb (the generated code and its wire codec): neither
-//     depends on the other.
+//   - producer and consumer reach the brokers through the drivers only:
+//     internal/driver (the gRPC protocol) or internal/remoting (the classic
+//     remoting protocol). They never depend on internal/broker or
+//     internal/store, and import no wire codec themselves
+//     (internal/pb/rmqpb, internal/remoting/wire): only the drivers know a
+//     wire.
+//   - internal/broker and the drivers share only the protocol packages
+//     (internal/pb, the generated code and its wire codec; the remoting
+//     codec internal/remoting/wire): neither side depends on the other.
+//     The remoting driver speaks in the gRPC driver's types (driver.Message,
+//     driver.Route, ...), so it imports internal/driver; the gRPC driver
+//     never imports internal/remoting.
 //   - nothing imports examples or cmd.
 package archtest

@@ -45,6 +45,24 @@ type remotingServer struct {
 	closed    bool
 	producers map[string]map[string]*remConn // group -> client id -> its connection
 	opaque    atomic.Int32
+	// version is the MQVersion ordinal the answers carry, which clients
+	// read as the broker's version (SetRemotingVersion).
+	version atomic.Int32
+}
+
+// DefaultRemotingVersion is the version the remoting answers carry by
+// default: RocketMQ 5.4.0's MQVersion ordinal, a broker with the timer.
+const DefaultRemotingVersion = 493
+
+// SetRemotingVersion makes the remoting answers carry version (an MQVersion
+// ordinal) as the broker's version, so that a test can show a client a
+// 4.x broker (below 413, RocketMQ 5.0.0's). Only the number changes: the
+// broker goes on honouring TIMER_DELIVER_MS, which a real 4.x broker
+// ignores (it delivers such a message at once).
+func (b *Broker) SetRemotingVersion(version int32) {
+	if b.rem != nil {
+		b.rem.version.Store(version)
+	}
 }
 
 // remConn is a client connection; writes to it are serialized.
@@ -61,8 +79,10 @@ func (rc *remConn) write(frame []byte) error {
 }
 
 func newRemotingServer(b *Broker, lis net.Listener) *remotingServer {
-	return &remotingServer{b: b, lis: lis, addr: advertised(lis.Addr()),
+	s := &remotingServer{b: b, lis: lis, addr: advertised(lis.Addr()),
 		conns: map[net.Conn]struct{}{}, producers: map[string]map[string]*remConn{}}
+	s.version.Store(DefaultRemotingVersion)
+	return s
 }
 
 // RemotingAddr returns the "host:port" of the remoting listener, "" when
@@ -146,7 +166,7 @@ func (s *remotingServer) serveConn(rc *remConn) {
 			if req.IsOneway() {
 				return
 			}
-			h.Opaque, h.Flag, h.Language = req.Opaque, wire.FlagResponse, wire.LangJava
+			h.Opaque, h.Flag, h.Language, h.Version = req.Opaque, wire.FlagResponse, wire.LangJava, s.version.Load()
 			frame, err := wire.AppendFrame(nil, h, body, req.Serialize)
 			if err != nil {
 				s.b.log.Warn("remoting: cannot encode a response", zap.Error(err))

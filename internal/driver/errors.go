@@ -140,6 +140,12 @@ func Retryable(err error) bool {
 	if errors.As(err, &de) && (de.stored || storedCode(de.Code)) {
 		return false
 	}
+	// The same refusal from another driver (the remoting one) carries the
+	// code in an *rmqerr.Error of its own.
+	var re *rmqerr.Error
+	if errors.As(err, &re) && re.Code.Stored() {
+		return false
+	}
 	for _, c := range [...]error{ErrUnavailable, ErrTimeout, ErrTooManyRequests, ErrInternal} {
 		if errors.Is(err, c) {
 			return true

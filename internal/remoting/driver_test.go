@@ -1,0 +1,164 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinmq/twinmq/internal/driver"
+	"github.com/twinmq/twinmq/internal/remoting/wire"
+	"github.com/twinmq/twinmq/rmqerr"
+)
+
+func newTestProducerClient(t *testing.T, cfg ProducerConfig) *ProducerClient {
+	t.Helper()
+	if cfg.NameServers == nil {
+		cfg.NameServers = []string{"127.0.0.1:1"}
+	}
+	p, err := NewProducerClient(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p
+}
+
+func msgs(topic string, sizes ...int) []*driver.Message {
+	var out []*driver.Message
+	for i, n := range sizes {
+		out = append(out, &driver.Message{Topic: topic, ID: "ID" + strconv.Itoa(i), Body: make([]byte, n), QueueID: 1})
+	}
+	return out
+}
+
+// A send the broker wrote but could not flush or replicate in time is a
+// timeout that the producer must not resend (driver.Retryable is false):
+// resending would store it twice. A plain busy broker is retryable.
+func TestStoredRefusalIsNotRetryable(t *testing.T) {
+	var code atomic.Int32
+	srv := newFakeServer(t, wire.JSON, func(_ net.Conn, req *wire.Command) *wire.Header {
+		return &wire.Header{Code: code.Load(), Remark: "as told"}
+	})
+	p := newTestProducerClient(t, ProducerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	code.Store(wire.RespFlushDiskTimeout)
+	_, err := p.SendInto(ctx, srv.addr(), msgs("t", 1), nil)
+	require.ErrorIs(t, err, rmqerr.ErrTimeout)
+	require.False(t, driver.Retryable(err), "a stored message is not resent")
+
+	code.Store(wire.RespSystemBusy)
+	_, err = p.SendInto(ctx, srv.addr(), msgs("t", 1), nil)
+	require.ErrorIs(t, err, rmqerr.ErrThrottled)
+	require.True(t, driver.Retryable(err))
+}
+
+// A broker that does not answer in time: the error is a timeout wrapping
+// the context's error, which the producer reads as "may have been stored".
+func TestSendTimeoutWrapsTheDeadline(t *testing.T) {
+	srv := newFakeServer(t, wire.JSON, func(net.Conn, *wire.Command) *wire.Header { return nil })
+	p := newTestProducerClient(t, ProducerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := p.SendInto(ctx, srv.addr(), msgs("t", 1), nil)
+	require.ErrorIs(t, err, rmqerr.ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A batch is sent as SEND_BATCH_MESSAGE requests of at most MaxBody bytes
+// of bodies; when a later part fails, its messages carry the error and the
+// earlier part's results stand (the producer resends only the failed
+// ones). A body over MaxBody is refused before anything is sent.
+func TestBatchSplitsAtMaxBody(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		calls []int32
+	)
+	srv := newFakeServer(t, wire.JSON, func(_ net.Conn, req *wire.Command) *wire.Header {
+		mu.Lock()
+		calls = append(calls, req.Code)
+		n := len(calls)
+		mu.Unlock()
+		if n == 3 {
+			return &wire.Header{Code: wire.RespSystemBusy, Remark: "busy"}
+		}
+		return &wire.Header{Ext: map[string]string{wire.RespQueueID: "1", wire.RespQueueOffset: strconv.Itoa(100 * n), wire.RespMsgID: "x"}}
+	})
+	p := newTestProducerClient(t, ProducerConfig{MaxBody: 100})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	_, err := p.SendInto(ctx, srv.addr(), msgs("t", 10, 101), nil)
+	require.ErrorIs(t, err, rmqerr.ErrTooLarge)
+	mu.Lock()
+	require.Empty(t, calls, "nothing is sent")
+	mu.Unlock()
+
+	res, err := p.SendInto(ctx, srv.addr(), msgs("t", 60, 40, 50, 50, 70), nil)
+	require.NoError(t, err)
+	require.Len(t, res, 5)
+	mu.Lock()
+	require.Equal(t, []int32{wire.CodeSendBatchMessage, wire.CodeSendBatchMessage, wire.CodeSendBatchMessage}, calls)
+	mu.Unlock()
+	require.NoError(t, res[0].Err)
+	require.Equal(t, int64(100), res[0].Offset)
+	require.Equal(t, int64(101), res[1].Offset)
+	require.Equal(t, "ID1", res[1].MessageID)
+	require.NoError(t, res[2].Err)
+	require.Equal(t, int64(200), res[2].Offset)
+	require.Equal(t, int64(201), res[3].Offset)
+	require.ErrorIs(t, res[4].Err, rmqerr.ErrThrottled)
+	require.Equal(t, "ID4", res[4].MessageID)
+}
+
+// A closed client answers driver.ErrClosed, which the producer reads as "a
+// successor takes over".
+func TestClosedProducerClient(t *testing.T) {
+	p := newTestProducerClient(t, ProducerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, p.Close(ctx))
+	_, err := p.SendInto(ctx, "127.0.0.1:1", msgs("t", 1), nil)
+	require.ErrorIs(t, err, driver.ErrClosed)
+	_, err = p.Route(ctx, "127.0.0.1:1", "t")
+	require.ErrorIs(t, err, driver.ErrClosed)
+}
+
+// The offsets END_TRANSACTION needs travel in the transaction id; the
+// commit log offset comes out of the broker's offset message id.
+func TestTransactionIDCarriesOffsets(t *testing.T) {
+	// 127.0.0.1:10911, commit log offset 0x1234.
+	off := "7F00000100002A9F0000000000001234"
+	require.Equal(t, int64(0x1234), commitLogOffset(off, "UNIQ"))
+	require.Equal(t, int64(0), commitLogOffset("UNIQ", "UNIQ"), "an answer of the client's own id holds no offset")
+	require.Equal(t, int64(0), commitLogOffset("nothex", "UNIQ"))
+
+	p := &ProducerClient{}
+	r := p.result(SendResult{ID: "UNIQ", OffsetID: off, QueueOffset: 7, TransactionID: "tx:1"}, true)
+	q, l, id, err := parseTxID(r.TransactionID)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), q)
+	require.Equal(t, int64(0x1234), l)
+	require.Equal(t, "tx:1", id)
+	_, _, _, err = parseTxID("garbage")
+	require.ErrorIs(t, err, rmqerr.ErrBadRequest)
+	require.True(t, errors.Is(err, ErrInvalidMessage))
+}
+
+// TLS and access keys are refused until the client carries them.
+func TestProducerClientRefusesTLSAndCredentials(t *testing.T) {
+	_, err := NewProducerClient(ProducerConfig{NameServers: []string{"x:1"}, Credentials: &driver.Credentials{AccessKey: "a"}})
+	require.ErrorIs(t, err, rmqerr.ErrUnsupported)
+	_, err = NewProducerClient(ProducerConfig{})
+	require.ErrorIs(t, err, ErrNoNameServer)
+}
