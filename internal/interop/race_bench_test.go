@@ -32,12 +32,15 @@ const raceTopic = "interop_race"
 // (its single and batch send paths) nor a client's own start-up (routes,
 // connections, the JVM's compiler) lands in a measured window. Then each round runs every side for raceWarmup and
 // measures raceWindow; each figure is the median of its raceRounds rounds
-// (internal/benchfig takes it). About 2.5 minutes in all.
+// (internal/benchfig takes it). Four short rounds rather than two long
+// ones: on a shared machine the load changes within seconds, and more
+// alternations spread it more evenly over the sides. About 2.5 minutes in
+// all.
 const (
 	raceFirstWarmup = 4 * time.Second
 	raceWarmup      = time.Second
-	raceWindow      = 4 * time.Second
-	raceRounds      = 3
+	raceWindow      = 3 * time.Second
+	raceRounds      = 4
 	raceBodySize    = 1024
 )
 
@@ -77,7 +80,7 @@ func BenchmarkInteropRemotingRace(b *testing.B) {
 	if namesrv == "" {
 		b.Fatal("TWINMQ_INTEROP_NAMESRV is not set: run the benchmark with `make interop`")
 	}
-	r := &race{namesrv: namesrv, dir: b.TempDir(), rates: map[string][]float64{},
+	r := &race{namesrv: namesrv, dir: b.TempDir(), rates: map[string]map[int]float64{},
 		producers: map[bool]*raceProducer{}, newErr: map[bool]error{},
 		threads: os.Getenv("TWINMQ_INTEROP_RACE_THREADS") == "1"}
 	b.Cleanup(func() {
@@ -113,12 +116,12 @@ func BenchmarkInteropRemotingRace(b *testing.B) {
 					b.ReportMetric(res.clientCPU, "client-cpu-us/msg")
 					b.ReportMetric(res.peerCPU, "peer-cpu-us/msg")
 					b.ReportMetric(res.busy, "host-busy-%")
-					r.rates[fmt.Sprintf("%s_c%d", s.fig, c)] = append(r.rates[fmt.Sprintf("%s_c%d", s.fig, c)], res.rate)
+					r.record(fmt.Sprintf("%s_c%d", s.fig, c), round, res.rate)
 				})
 			}
 		}
 	}
-	r.logRatios(b)
+	r.logRatios()
 }
 
 // raceSide is one of the four contenders. run runs it with c senders for
@@ -133,8 +136,8 @@ type raceSide struct {
 type race struct {
 	namesrv string
 	dir     string
-	rates   map[string][]float64 // msgs/s per figure, every round
-	threads bool                 // log the JVM threads' CPU of each window
+	rates   map[string]map[int]float64 // msgs/s by side_cN and round
+	threads bool                       // log the JVM threads' CPU of each window
 
 	java      *raceJava
 	javaErr   error                  // why the Java client could not start
@@ -266,35 +269,58 @@ func (r *race) javaRun(mode string) func(*testing.B, int, time.Duration, time.Du
 	}
 }
 
-// logRatios prints the medians of the four sides as the issue's targets:
+func (r *race) record(key string, round int, rate float64) {
+	if r.rates[key] == nil {
+		r.rates[key] = map[int]float64{}
+	}
+	r.rates[key][round] = rate
+}
+
+// logRatios prints the issue's targets as ratios of the sides' medians:
 // twinmq batched at 64 senders against Java AutoBatch at 64, batched at 16
 // against Java unbatched at 16, unbatched against 0.9 x Java unbatched at
-// both. Timings are a benchmark's output, never a pass/fail condition: it
-// only prints (on standard output: a benchmark's log keeps ten lines).
-func (r *race) logRatios(b *testing.B) {
-	med := func(k string) float64 {
-		vs := slices.Clone(r.rates[k])
-		if len(vs) == 0 {
-			return 0
-		}
-		slices.Sort(vs)
-		m := len(vs) / 2
-		if len(vs)%2 == 1 {
-			return vs[m]
-		}
-		return (vs[m-1] + vs[m]) / 2
-	}
+// both. Beside each, the median of the same ratio taken round by round
+// (the two sides of a pair run next to each other, so a round's ratio is
+// less exposed to a change of the machine's load than a ratio of medians).
+// Timings are a benchmark's output, never a pass/fail condition: it only
+// prints (on standard output: a benchmark's log keeps ten lines).
+func (r *race) logRatios() {
 	ratio := func(name, mine, theirs string, want float64) {
-		a, t := med(mine), med(theirs)
+		var as, ts, paired []float64
+		for round, a := range r.rates[mine] {
+			as = append(as, a)
+			if t, ok := r.rates[theirs][round]; ok && t > 0 {
+				paired = append(paired, a/t)
+			}
+		}
+		for _, t := range r.rates[theirs] {
+			ts = append(ts, t)
+		}
+		a, t := median(as), median(ts)
 		if a == 0 || t == 0 {
 			return
 		}
-		fmt.Printf("race: %-41s %9.0f / %9.0f = %.2f (target >= %.1f)\n", name, a, t, a/t, want)
+		fmt.Printf("race: %-41s %9.0f / %9.0f = %.2f, by round %.2f (target >= %.1f)\n",
+			name, a, t, a/t, median(paired), want)
 	}
 	ratio("twinmq batched c64 / java autobatch c64", "remoting_batched_c64", "java_autobatch_c64", 1)
 	ratio("twinmq batched c16 / java unbatched c16", "remoting_batched_c16", "java_unbatched_c16", 1)
 	ratio("twinmq unbatched c16 / java unbatched c16", "remoting_unbatched_c16", "java_unbatched_c16", 0.9)
 	ratio("twinmq unbatched c64 / java unbatched c64", "remoting_unbatched_c64", "java_unbatched_c64", 0.9)
+}
+
+// median of vs (sorted in place), the mean of the middle two for an even
+// count, 0 for none: what internal/benchfig reports for a figure.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 1 {
+		return vs[m]
+	}
+	return (vs[m-1] + vs[m]) / 2
 }
 
 func (r *race) close() error {
