@@ -91,6 +91,7 @@ type produceResult struct {
 	rate      float64 // sends completed per second
 	p50, p99  time.Duration
 	clientCPU float64 // µs of this process's CPU per message
+	clientRQ  float64 // µs per message this process's threads waited for a CPU
 	peerCPU   float64 // µs of the peer JVMs' CPU per message
 	busy      float64 // % of all cores busy, whoever used them
 }
@@ -155,6 +156,7 @@ func runProduce(b *testing.B, p *producer.Producer, topic string, c int, warmup,
 		p50:       pct(0.50),
 		p99:       pct(0.99),
 		clientCPU: float64((s1.self - s0.self).Microseconds()) / n,
+		clientRQ:  float64((s1.selfWait - s0.selfWait).Microseconds()) / n,
 		peerCPU:   float64((s1.peer - s0.peer).Microseconds()) / n,
 		busy:      100 * float64(s1.busy-s0.busy) / float64(max(s1.total-s0.total, 1)),
 	}
@@ -163,6 +165,7 @@ func runProduce(b *testing.B, p *producer.Producer, topic string, c int, warmup,
 // cpuSample is a reading of the CPU counters the benchmark reports.
 type cpuSample struct {
 	self, peer  time.Duration // this process; the peer's JVMs
+	selfWait    time.Duration // this process's threads runnable but not running
 	busy, total uint64        // machine-wide jiffies, all cores
 }
 
@@ -175,6 +178,7 @@ func sampleCPU() cpuSample {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
+	s.selfWait = runqWait("/proc/self")
 	s.peer = peerCPU(0)
 	s.busy, s.total = machineCPU()
 	return s
@@ -228,6 +232,27 @@ func procCPU(dir string) time.Duration {
 	u, _ := strconv.ParseUint(f[11], 10, 64)
 	k, _ := strconv.ParseUint(f[12], 10, 64)
 	return time.Duration(u+k) * clockTick
+}
+
+// runqWait sums, over the threads of the process whose /proc directory is
+// dir, the time they were runnable but waiting for a CPU (the second field
+// of each thread's schedstat). On a machine with more runnable threads than
+// cores it shows how much of its share a process did not get. Threads that
+// ended are not counted.
+func runqWait(dir string) time.Duration {
+	tasks, _ := filepath.Glob(dir + "/task/[0-9]*")
+	var total time.Duration
+	for _, task := range tasks {
+		data, err := os.ReadFile(task + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(data)); len(f) >= 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			total += time.Duration(ns)
+		}
+	}
+	return total
 }
 
 // machineCPU returns the busy and total jiffies of all cores from

@@ -69,7 +69,10 @@ var raceJVM = []string{"-Xms128m", "-Xmx256m", "-XX:+UseG1GC"}
 // Each round reports fig:interop_<side>_c<N>_msgs_s and
 // fig:interop_<side>_c<N>_p99_ms (side java_unbatched, java_autobatch,
 // remoting_unbatched, remoting_batched), and as plain metrics the p50, the
-// client's and the peer's CPU per message and how busy the machine was. At
+// client's and the peer's CPU per message, the time per message the
+// client's threads waited for a CPU (client-runq-us/msg: on a shared
+// machine, how much of its share of the cores a client did not get) and
+// how busy the machine was. At
 // the end it prints the medians as the ratios. Run it with
 // -benchtime 1x: each run lasts a fixed time whatever b.N is. With
 // TWINMQ_INTEROP_RACE_THREADS=1 it also prints, for each run, the JVM threads
@@ -114,6 +117,7 @@ func BenchmarkInteropRemotingRace(b *testing.B) {
 					b.ReportMetric(res.p99.Seconds()*1e3, fmt.Sprintf("fig:interop_%s_c%d_p99_ms", s.fig, c))
 					b.ReportMetric(res.p50.Seconds()*1e3, "p50-ms")
 					b.ReportMetric(res.clientCPU, "client-cpu-us/msg")
+					b.ReportMetric(res.clientRQ, "client-runq-us/msg")
 					b.ReportMetric(res.peerCPU, "peer-cpu-us/msg")
 					b.ReportMetric(res.busy, "host-busy-%")
 					r.record(fmt.Sprintf("%s_c%d", s.fig, c), round, res.rate)
@@ -263,6 +267,7 @@ func (r *race) javaRun(mode string) func(*testing.B, int, time.Duration, time.Du
 			p50:       res.p50,
 			p99:       res.p99,
 			clientCPU: float64((s1.self - s0.self).Microseconds()) / n,
+			clientRQ:  float64((s1.selfWait - s0.selfWait).Microseconds()) / n,
 			peerCPU:   float64((s1.peer - s0.peer).Microseconds()) / n,
 			busy:      100 * float64(s1.busy-s0.busy) / float64(max(s1.total-s0.total, 1)),
 		}
@@ -420,6 +425,7 @@ func (j *raceJava) sampleCPU() cpuSample {
 	pid := j.cmd.Process.Pid
 	var s cpuSample
 	s.self = procCPU("/proc/" + strconv.Itoa(pid))
+	s.selfWait = runqWait("/proc/" + strconv.Itoa(pid))
 	s.peer = peerCPU(pid)
 	s.busy, s.total = machineCPU()
 	return s
