@@ -186,8 +186,11 @@ proto:
 # The interop suite against real Apache RocketMQ 5.4.0 and 4.9.7 brokers
 # (fetched from Maven Central, run in a loopback-only network namespace;
 # needs root or unprivileged user namespaces, Java 17+ and Maven), then the
-# SDK produce benchmark against 5.4.0; ends with FIGURE
-# interop_produce_{batched,unbatched}_c{16,64}_msgs_s. Modules are
+# SDK produce benchmark against 5.4.0, then the send race over remoting
+# against RocketMQ's Java client; ends with FIGURE
+# interop_produce_{batched,unbatched}_c{16,64}_msgs_s and
+# interop_{java_unbatched,java_autobatch,remoting_batched,remoting_unbatched}
+# _c{16,64}_{msgs_s,p99_ms}. Modules are
 # downloaded first: the namespace has no network. See interop/README.md.
 interop:
 	$(GO) mod download

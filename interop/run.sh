@@ -102,6 +102,10 @@ INTEROP_TOPICS=(
 	interop_consume:NORMAL
 	interop_bench:NORMAL
 	"${REMOTING_TOPICS[@]}"
+	# The send race (internal/interop: race_bench_test.go): twinmq and the
+	# Java client (interop/java) send to it over remoting, through the name
+	# server.
+	interop_race:NORMAL
 )
 
 # Consumer groups, as NAME:ORDERLY[:RETRY_MAX_TIMES]. ORDERLY true makes a
@@ -351,9 +355,47 @@ RUN_START=$(now_ms)
 t0=$(now_ms)
 fetch_lib "$POM" "$LIB_DIR" "$ROCKETMQ_VERSION" namesrv broker proxy tools
 fetch_lib "$V4_POM" "$V4_LIB_DIR" "$V4_VERSION" namesrv broker tools
-phase download "$t0"
 CP="$LIB_DIR/*"
 V4_CP="$V4_LIB_DIR/*"
+
+# The Java side of the send race (interop/java, BenchmarkInteropRemotingRace):
+# built with Maven now, while there is network, into the cache; rebuilt when
+# its pom or sources change. The benchmark reads the java executable and the
+# program's classpath from TWINMQ_INTEROP_JAVA and TWINMQ_INTEROP_RACE_CP.
+RACE_SRC=$ROOT/interop/java
+RACE_DIR=$CACHE_DIR/race-java-$ROCKETMQ_VERSION
+RACE_SUM=$(cd "$RACE_SRC" && find pom.xml src -type f -print0 | LC_ALL=C sort -z |
+	xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+if [[ -f $RACE_DIR/.src-sha256 && $(cat "$RACE_DIR/.src-sha256") == "$RACE_SUM" ]]; then
+	log "race program cached in $RACE_DIR"
+else
+	log "building the race program into $RACE_DIR"
+	mkdir -p "$CACHE_DIR"
+	STAGING=$(mktemp -d "$CACHE_DIR/.race.XXXXXX")
+	ok=0
+	for attempt in $(seq 1 "$DOWNLOAD_ATTEMPTS"); do
+		if "$MVN" -q -B -Dstyle.color=never -f "$RACE_SRC/pom.xml" package dependency:copy-dependencies \
+			-Drace.build.dir="$STAGING/build" -DincludeScope=runtime -DoutputDirectory="$STAGING/lib"; then
+			ok=1
+			break
+		fi
+		log "race build attempt $attempt/$DOWNLOAD_ATTEMPTS failed"
+		if ((attempt < DOWNLOAD_ATTEMPTS)); then sleep $((attempt * 5)); fi
+	done
+	if ((!ok)); then
+		rm -rf "$STAGING"
+		die "could not build the race program (interop/java)"
+	fi
+	[[ -f $STAGING/build/twinmq-race-java.jar ]] || die "twinmq-race-java.jar missing after the build"
+	echo "$RACE_SUM" >"$STAGING/.src-sha256"
+	rm -rf "$RACE_DIR"
+	mv "$STAGING" "$RACE_DIR"
+	STAGING=
+fi
+export TWINMQ_INTEROP_JAVA
+TWINMQ_INTEROP_JAVA=$(command -v "$JAVA")
+export TWINMQ_INTEROP_RACE_CP="$RACE_DIR/build/twinmq-race-java.jar:$RACE_DIR/lib/*"
+phase download "$t0"
 
 # The test command runs without network access: fetch Go modules now. A
 # failure here is only a warning; the command itself reports what is missing.

@@ -22,6 +22,9 @@
 //	TWINMQ_INTEROP_AUTH_ENDPOINT  gRPC endpoint of the second peer, which
 //	                              has authentication on
 //	TWINMQ_INTEROP_ACCESS_KEY / TWINMQ_INTEROP_SECRET_KEY  its user
+//	TWINMQ_INTEROP_JAVA      the java executable
+//	TWINMQ_INTEROP_RACE_CP   classpath of the Java side of the send race
+//	                         (interop/java, built by run.sh)
 //
 // Design decisions:
 //
@@ -33,4 +36,9 @@
 //     the real one, with the same assertions) lives in the files of this
 //     package that carry the interop tag; it reads its backend from the
 //     variables above.
+//   - The send race (BenchmarkInteropRemotingRace) runs RocketMQ's own Java
+//     client as a child process driven through its standard input, one JVM
+//     for the whole race, and twinmq's producer in this process, both over
+//     remoting to the same broker, in alternating rounds; each figure is the
+//     median of its rounds.
 package interop

@@ -56,7 +56,7 @@ func BenchmarkInteropProduce(b *testing.B) {
 	for _, batching := range []bool{true, false} {
 		cfg := sdkConfig(endpoint, sdkBenchTopic, batching, sdkCluster{name: "rmq", physical: sdkBenchTopic, weight: 100})
 		p := sdkProducer(b, producer.WithConfig(cfg))
-		runProduce(b, p, 32, 0, peerWarmup)
+		runProduce(b, p, sdkBenchTopic, 32, 0, peerWarmup)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := p.Close(ctx)
 		cancel()
@@ -70,7 +70,7 @@ func BenchmarkInteropProduce(b *testing.B) {
 				cfg := sdkConfig(endpoint, sdkBenchTopic, mode == "batched", sdkCluster{name: "rmq", physical: sdkBenchTopic, weight: 100})
 				reg := prometheus.NewRegistry()
 				p := sdkProducer(b, producer.WithConfig(cfg), producer.WithRegisterer(reg))
-				r := runProduce(b, p, c, produceWarmup, produceWindow)
+				r := runProduce(b, p, sdkBenchTopic, c, produceWarmup, produceWindow)
 				// Messages per SendMessage request, warm-up included.
 				if n, sum, _ := sdkHistogram(b, reg, "twinmq_batch_size_items", 1); n > 0 {
 					b.ReportMetric(sum/float64(n), "msgs/request")
@@ -91,13 +91,14 @@ type produceResult struct {
 	rate      float64 // sends completed per second
 	p50, p99  time.Duration
 	clientCPU float64 // µs of this process's CPU per message
+	clientRQ  float64 // µs per message this process's threads waited for a CPU
 	peerCPU   float64 // µs of the peer JVMs' CPU per message
 	busy      float64 // % of all cores busy, whoever used them
 }
 
-// runProduce runs c senders of 1 KB messages through warmup and window and
-// measures the sends that completed inside the window.
-func runProduce(b *testing.B, p *producer.Producer, c int, warmup, window time.Duration) produceResult {
+// runProduce runs c senders of 1 KB messages to topic through warmup and
+// window and measures the sends that completed inside the window.
+func runProduce(b *testing.B, p *producer.Producer, topic string, c int, warmup, window time.Duration) produceResult {
 	body := make([]byte, 1024)
 	for i := range body {
 		body[i] = byte('a' + i%26)
@@ -120,7 +121,7 @@ func runProduce(b *testing.B, p *producer.Producer, c int, warmup, window time.D
 				if !t0.Before(to) {
 					break
 				}
-				_, err := p.Send(ctx, &producer.Message{Topic: sdkBenchTopic, Body: body})
+				_, err := p.Send(ctx, &producer.Message{Topic: topic, Body: body})
 				t1 := time.Now()
 				if err != nil {
 					failed.Add(1)
@@ -155,6 +156,7 @@ func runProduce(b *testing.B, p *producer.Producer, c int, warmup, window time.D
 		p50:       pct(0.50),
 		p99:       pct(0.99),
 		clientCPU: float64((s1.self - s0.self).Microseconds()) / n,
+		clientRQ:  float64((s1.selfWait - s0.selfWait).Microseconds()) / n,
 		peerCPU:   float64((s1.peer - s0.peer).Microseconds()) / n,
 		busy:      100 * float64(s1.busy-s0.busy) / float64(max(s1.total-s0.total, 1)),
 	}
@@ -163,6 +165,7 @@ func runProduce(b *testing.B, p *producer.Producer, c int, warmup, window time.D
 // cpuSample is a reading of the CPU counters the benchmark reports.
 type cpuSample struct {
 	self, peer  time.Duration // this process; the peer's JVMs
+	selfWait    time.Duration // this process's threads runnable but not running
 	busy, total uint64        // machine-wide jiffies, all cores
 }
 
@@ -175,16 +178,18 @@ func sampleCPU() cpuSample {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	s.peer = peerCPU()
+	s.selfWait = runqWait("/proc/self")
+	s.peer = peerCPU(0)
 	s.busy, s.total = machineCPU()
 	return s
 }
 
 // peerCPU sums the CPU time of the Java processes in this process's network
-// namespace: interop/run.sh starts the peer (name server, brokers and
-// proxies) in the private namespace the benchmark runs in, so these are
-// exactly the peer's processes.
-func peerCPU() time.Duration {
+// namespace but the one of pid skip (a client JVM the benchmark started
+// itself; 0 skips none): interop/run.sh starts the peer (name server,
+// brokers and proxies) in the private namespace the benchmark runs in, so
+// these are exactly the peer's processes.
+func peerCPU(skip int) time.Duration {
 	self, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		return 0
@@ -195,27 +200,57 @@ func peerCPU() time.Duration {
 		if ns, err := os.Readlink(dir + "/ns/net"); err != nil || ns != self {
 			continue
 		}
+		if skip != 0 && dir == "/proc/"+strconv.Itoa(skip) {
+			continue
+		}
 		comm, err := os.ReadFile(dir + "/comm")
 		if err != nil || strings.TrimSpace(string(comm)) != "java" {
 			continue
 		}
-		stat, err := os.ReadFile(dir + "/stat")
+		total += procCPU(dir)
+	}
+	return total
+}
+
+// procCPU is the user plus system CPU time of the process whose /proc
+// directory is dir, 0 when it cannot be read.
+func procCPU(dir string) time.Duration {
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesized command: state is field 3, utime and
+	// stime are fields 14 and 15.
+	rest := string(stat)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(u+k) * clockTick
+}
+
+// runqWait sums, over the threads of the process whose /proc directory is
+// dir, the time they were runnable but waiting for a CPU (the second field
+// of each thread's schedstat). On a machine with more runnable threads than
+// cores it shows how much of its share a process did not get. Threads that
+// ended are not counted.
+func runqWait(dir string) time.Duration {
+	tasks, _ := filepath.Glob(dir + "/task/[0-9]*")
+	var total time.Duration
+	for _, task := range tasks {
+		data, err := os.ReadFile(task + "/schedstat")
 		if err != nil {
 			continue
 		}
-		// Fields after the parenthesized command: state is field 3, utime
-		// and stime are fields 14 and 15.
-		rest := string(stat)
-		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-			rest = rest[i+1:]
+		if f := strings.Fields(string(data)); len(f) >= 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			total += time.Duration(ns)
 		}
-		f := strings.Fields(rest)
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseUint(f[11], 10, 64)
-		k, _ := strconv.ParseUint(f[12], 10, 64)
-		total += time.Duration(u+k) * clockTick
 	}
 	return total
 }
