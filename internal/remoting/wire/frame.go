@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"math"
+	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Sentinel errors of the codec.
@@ -47,11 +49,13 @@ var langNames = map[string]int8{
 	"RUBY": 6, "OTHER": 7, "HTTP": 8, "GO": 9, "PHP": 10, "OMS": 11, "RUST": 12,
 }
 
+// langByCode is langNames inverted (LanguageCode's ordinals are 0..12).
+var langByCode = [...]string{"JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG",
+	"RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS", "RUST"}
+
 func langName(l int8) string {
-	for k, v := range langNames {
-		if v == l {
-			return k
-		}
+	if l >= 0 && int(l) < len(langByCode) {
+		return langByCode[l]
 	}
 	return "OTHER"
 }
@@ -86,29 +90,50 @@ func malformed(format string, args ...any) error {
 
 // EncodeHeader serializes h.
 func EncodeHeader(h *Header, t SerializeType) ([]byte, error) {
+	return appendHeader(nil, h, t)
+}
+
+func appendHeader(dst []byte, h *Header, t SerializeType) ([]byte, error) {
 	switch t {
 	case JSON:
-		return encodeJSONHeader(h)
+		return appendJSONHeader(dst, h), nil
 	case RocketMQ:
-		return encodeBinaryHeader(h)
+		return appendBinaryHeader(dst, h)
 	}
-	return nil, fmt.Errorf("remoting: unknown serialize type %d", t)
+	return dst, fmt.Errorf("remoting: unknown serialize type %d", t)
 }
 
 // AppendFrame appends the whole frame (length prefix included) of a command.
 func AppendFrame(dst []byte, h *Header, body []byte, t SerializeType) ([]byte, error) {
-	hb, err := EncodeHeader(h, t)
+	dst, err := AppendFrameHead(dst, h, len(body), t)
 	if err != nil {
 		return dst, err
 	}
-	if len(hb) >= 1<<24 {
-		return dst, fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, len(hb))
-	}
-	total := 4 + len(hb) + len(body)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(t)<<24|uint32(len(hb)))
-	dst = append(dst, hb...)
 	return append(dst, body...), nil
+}
+
+// AppendFrameHead appends a frame up to its body: the length prefix (which
+// counts a body of bodyLen bytes to follow), the serialization mark and
+// the header. The header is encoded straight into dst. On error dst is
+// returned as it was.
+func AppendFrameHead(dst []byte, h *Header, bodyLen int, t SerializeType) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	out, err := appendHeader(dst, h, t)
+	if err != nil {
+		return dst[:start], err
+	}
+	hl := len(out) - start - 8
+	if hl >= 1<<24 {
+		return dst[:start], fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, hl)
+	}
+	total := int64(4 + hl + bodyLen)
+	if total > math.MaxUint32 {
+		return dst[:start], fmt.Errorf("%w: frame of %d bytes", ErrFrameTooLarge, total)
+	}
+	binary.BigEndian.PutUint32(out[start:], uint32(total))
+	binary.BigEndian.PutUint32(out[start+4:], uint32(t)<<24|uint32(hl))
+	return out, nil
 }
 
 // DecodeFrame decodes one whole frame, length prefix included. The body is a
@@ -183,25 +208,92 @@ func DecodeHeader(b []byte, t SerializeType) (*Header, error) {
 	return nil, malformed("unknown serialize type %d", t)
 }
 
-type jsonHeader struct {
-	Code      int32             `json:"code"`
-	Language  json.RawMessage   `json:"language,omitempty"`
-	Version   int32             `json:"version"`
-	Opaque    int32             `json:"opaque"`
-	Flag      int32             `json:"flag"`
-	Remark    *string           `json:"remark,omitempty"`
-	ExtFields map[string]string `json:"extFields,omitempty"`
-	Serialize string            `json:"serializeTypeCurrentRPC,omitempty"`
+// appendJSONHeader writes what fastjson writes for a RemotingCommand
+// (the fields RocketMQ reads; extFields in map order, which no reader
+// depends on) without reflection.
+func appendJSONHeader(b []byte, h *Header) []byte {
+	b = append(b, `{"code":`...)
+	b = strconv.AppendInt(b, int64(h.Code), 10)
+	b = append(b, `,"language":"`...)
+	b = append(b, langName(h.Language)...)
+	b = append(b, `","version":`...)
+	b = strconv.AppendInt(b, int64(h.Version), 10)
+	b = append(b, `,"opaque":`...)
+	b = strconv.AppendInt(b, int64(h.Opaque), 10)
+	b = append(b, `,"flag":`...)
+	b = strconv.AppendInt(b, int64(h.Flag), 10)
+	if h.Remark != "" {
+		b = append(b, `,"remark":`...)
+		b = appendJSONString(b, h.Remark)
+	}
+	if len(h.Ext) > 0 {
+		b = append(b, `,"extFields":{`...)
+		first := true
+		for k, v := range h.Ext {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, v)
+		}
+		b = append(b, '}')
+	}
+	return append(b, `,"serializeTypeCurrentRPC":"JSON"}`...)
 }
 
-func encodeJSONHeader(h *Header) ([]byte, error) {
-	j := jsonHeader{Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag, ExtFields: h.Ext, Serialize: "JSON"}
-	j.Language = json.RawMessage(strconv.Quote(langName(h.Language)))
-	if h.Remark != "" {
-		r := h.Remark
-		j.Remark = &r
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string the way encoding/json does
+// (without its HTML escaping): control characters escaped, each byte of
+// invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
 	}
-	return json.Marshal(&j)
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func decodeJSONHeader(b []byte) (*Header, error) {
@@ -257,25 +349,20 @@ func decodeJSONHeader(b []byte) (*Header, error) {
 	return h, nil
 }
 
-func encodeBinaryHeader(h *Header) ([]byte, error) {
+func appendBinaryHeader(b []byte, h *Header) ([]byte, error) {
 	if h.Code != int32(int16(h.Code)) || h.Version != int32(int16(h.Version)) {
 		// The binary form has 16 bits for each (RocketMQ truncates; a
 		// truncated code would name another request).
-		return nil, fmt.Errorf("remoting: code %d or version %d does not fit the binary header's 16 bits, use JSON", h.Code, h.Version)
+		return b, fmt.Errorf("remoting: code %d or version %d does not fit the binary header's 16 bits, use JSON", h.Code, h.Version)
 	}
-	keys := make([]string, 0, len(h.Ext))
-	for k := range h.Ext {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	n := 2 + 1 + 2 + 4 + 4 + 4 + len(h.Remark) + 4
-	for _, k := range keys {
+	ext := 0
+	for k, v := range h.Ext {
 		if len(k) > 0xFFFF {
-			return nil, fmt.Errorf("remoting: extFields key of %d bytes", len(k))
+			return b, fmt.Errorf("remoting: extFields key of %d bytes", len(k))
 		}
-		n += 2 + len(k) + 4 + len(h.Ext[k])
+		ext += 2 + len(k) + 4 + len(v)
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b, 2+1+2+4+4+4+len(h.Remark)+4+ext)
 	b = binary.BigEndian.AppendUint16(b, uint16(int16(h.Code)))
 	b = append(b, byte(h.Language))
 	b = binary.BigEndian.AppendUint16(b, uint16(int16(h.Version)))
@@ -283,16 +370,13 @@ func encodeBinaryHeader(h *Header) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(h.Flag))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(h.Remark)))
 	b = append(b, h.Remark...)
-	ext := 0
-	for _, k := range keys {
-		ext += 2 + len(k) + 4 + len(h.Ext[k])
-	}
 	b = binary.BigEndian.AppendUint32(b, uint32(ext))
-	for _, k := range keys {
+	// Map order: RocketMQ reads the pairs into a HashMap.
+	for k, v := range h.Ext {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(k)))
 		b = append(b, k...)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Ext[k])))
-		b = append(b, h.Ext[k]...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
 	}
 	return b, nil
 }
