@@ -14,6 +14,23 @@
 //     doubles with consecutive failures; requests a server sends on the
 //     same connection (CHECK_TRANSACTION_STATE and the like) go to a
 //     Handler; Close cuts the connections and waits for every goroutine.
+//   - Access keys and TLS: WithCredentials (and WithSecurityToken) signs
+//     every request the client sends, oneway included, as RocketMQ's
+//     AclClientRPCHook does (wire.Signature); answers to a server's
+//     requests are not signed, as in RocketMQ. A RocketMQ 5 broker with
+//     ACL 2.0 and the embedded broker with Security.Auth refuse a missing
+//     or wrong signature with NO_PERMISSION (rmqerr.ErrForbidden).
+//     WithTLS dials TLS (RocketMQ serves it on the same port in tlsMode
+//     permissive, its default, or enforcing).
+//   - Speed: writes are coalesced without a goroutine of their own: a
+//     caller appends its encoded frame to the connection's queue and, if
+//     no one is writing, writes the queue (and whatever others append
+//     meanwhile) until it is empty, under its own ctx deadline; a failed
+//     or timed-out write drops the connection and fails the requests on
+//     it. Alone, a caller writes its frame at once; under load, many
+//     frames leave in one syscall. Responses are read through a buffer.
+//     The JSON header is appended straight into the frame, without
+//     encoding/json; JSON stays the default serialization, as Java's.
 //   - NameServer: GET_ROUTEINFO_BY_TOPIC with a parser that accepts
 //     fastjson's non-string map keys ({0:"host:port"}), failover across
 //     several name servers, and a periodic refresh helper.
@@ -34,8 +51,7 @@
 //
 // A transaction checker interface of the producer's shape (the Handler is
 // the hook), delayed messages with a typed error on brokers without the
-// timer (the property TIMER_DELIVER_MS can be set by hand), the ACL
-// signature, TLS, compression, the consumer half (pull, pop, rebalance),
+// timer (the property TIMER_DELIVER_MS can be set by hand), compression, the consumer half (pull, pop, rebalance),
 // and the wiring into the producer and the configuration (a cluster's
 // protocol). The producer, consumer and config packages do not use this
 // package yet. Nothing here has run against a real RocketMQ broker yet:
