@@ -10,6 +10,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -296,7 +298,17 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// decodeJSONHeader reads a JSON header: by hand when it has the shape
+// servers write (decodeJSONHeaderFast), else with encoding/json, whose
+// reading is the reference (FuzzJSONHeaderFastPath checks the two agree).
 func decodeJSONHeader(b []byte) (*Header, error) {
+	if h, ok := decodeJSONHeaderFast(b); ok {
+		return h, nil
+	}
+	return decodeJSONHeaderSlow(b)
+}
+
+func decodeJSONHeaderSlow(b []byte) (*Header, error) {
 	var j struct {
 		Code      int32           `json:"code"`
 		Language  json.RawMessage `json:"language"`
@@ -347,6 +359,346 @@ func decodeJSONHeader(b []byte) (*Header, error) {
 		}
 	}
 	return h, nil
+}
+
+// jscan reads the simple JSON of a header. Each method reports false for
+// anything it does not read the way encoding/json does, and the caller
+// then leaves the input to encoding/json.
+type jscan struct {
+	b []byte
+	i int
+}
+
+func (s *jscan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// lit consumes c after whitespace.
+func (s *jscan) lit(c byte) bool {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// peek returns the next byte after whitespace (0 at the end).
+func (s *jscan) peek() byte {
+	s.ws()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// str reads a string in valid UTF-8, unescaping as encoding/json does
+// (a lone or broken surrogate becomes U+FFFD).
+func (s *jscan) str() ([]byte, bool) {
+	if s.peek() != '"' {
+		return nil, false
+	}
+	start := s.i + 1
+	j := start
+	for j < len(s.b) && s.b[j] != '"' && s.b[j] != '\\' && s.b[j] >= 0x20 {
+		j++
+	}
+	if j < len(s.b) && s.b[j] == '"' {
+		v := s.b[start:j]
+		if !utf8.Valid(v) {
+			return nil, false
+		}
+		s.i = j + 1
+		return v, true
+	}
+	out := make([]byte, 0, j-start+16)
+	out = append(out, s.b[start:j]...)
+	for j < len(s.b) {
+		c := s.b[j]
+		switch {
+		case c == '"':
+			if !utf8.Valid(out) {
+				return nil, false
+			}
+			s.i = j + 1
+			return out, true
+		case c < 0x20:
+			return nil, false
+		case c != '\\':
+			out = append(out, c)
+			j++
+			continue
+		}
+		if j+1 >= len(s.b) {
+			return nil, false
+		}
+		switch e := s.b[j+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(s.b[j+2:])
+			if !ok {
+				return nil, false
+			}
+			j += 6
+			if utf16.IsSurrogate(r) {
+				if r2, ok := hex4(s.b[min(j+2, len(s.b)):]); ok && j+1 < len(s.b) && s.b[j] == '\\' && s.b[j+1] == 'u' {
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						out = utf8.AppendRune(out, d)
+						j += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return nil, false
+		}
+		j += 2
+	}
+	return nil, false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// word consumes a literal (null, true, false).
+func (s *jscan) word(w string) bool {
+	s.ws()
+	if len(s.b)-s.i >= len(w) && string(s.b[s.i:s.i+len(w)]) == w {
+		s.i += len(w)
+		return true
+	}
+	return false
+}
+
+// integer reads a JSON integer (-?(0|[1-9][0-9]*)) that fits bits.
+func (s *jscan) integer(bits int) (int64, bool) {
+	s.ws()
+	j := s.i
+	if j < len(s.b) && s.b[j] == '-' {
+		j++
+	}
+	d := j
+	for j < len(s.b) && s.b[j] >= '0' && s.b[j] <= '9' {
+		j++
+	}
+	if j == d || (s.b[d] == '0' && j-d > 1) {
+		return 0, false
+	}
+	if j < len(s.b) {
+		switch s.b[j] {
+		case '.', 'e', 'E':
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(string(s.b[s.i:j]), 10, bits)
+	if err != nil {
+		return 0, false
+	}
+	s.i = j
+	return v, true
+}
+
+var jsonHeaderKeys = [...]string{"code", "language", "version", "opaque", "flag", "remark", "extFields"}
+
+// decodeJSONHeaderFast reads a header of the usual shape: an object of the
+// known keys, each once, with integers, simple strings and null, plus
+// unknown keys whose values are simple strings (serializeTypeCurrentRPC);
+// extFields values simple strings, booleans or null. ok is false for
+// anything else.
+func decodeJSONHeaderFast(b []byte) (*Header, bool) {
+	s := &jscan{b: b}
+	if !s.lit('{') {
+		return nil, false
+	}
+	h := &Header{}
+	var seen [len(jsonHeaderKeys)]bool
+	if s.lit('}') {
+		s.ws()
+		return h, s.i == len(s.b)
+	}
+	for {
+		kb, ok := s.str()
+		if !ok || !s.lit(':') {
+			return nil, false
+		}
+		k := -1
+		for i, name := range jsonHeaderKeys {
+			if string(kb) == name {
+				k = i
+				break
+			}
+			if strings.EqualFold(string(kb), name) {
+				return nil, false // encoding/json matches keys without case
+			}
+		}
+		if k >= 0 {
+			if seen[k] {
+				return nil, false
+			}
+			seen[k] = true
+		}
+		switch k {
+		case 0, 2, 3, 4:
+			v, ok := s.integer(32)
+			if !ok {
+				return nil, false
+			}
+			switch k {
+			case 0:
+				h.Code = int32(v)
+			case 2:
+				h.Version = int32(v)
+			case 3:
+				h.Opaque = int32(v)
+			case 4:
+				h.Flag = int32(v)
+			}
+		case 1:
+			switch c := s.peek(); {
+			case c == '"':
+				name, _ := s.str()
+				l, ok := langNames[string(name)]
+				if !ok {
+					if name == nil {
+						return nil, false
+					}
+					l = langNames["OTHER"]
+				}
+				h.Language = l
+			case c == 'n':
+				if !s.word("null") {
+					return nil, false
+				}
+			default:
+				v, ok := s.integer(8)
+				if !ok {
+					return nil, false
+				}
+				h.Language = int8(v)
+			}
+		case 5:
+			if s.peek() == 'n' {
+				if !s.word("null") {
+					return nil, false
+				}
+				break
+			}
+			v, ok := s.str()
+			if !ok {
+				return nil, false
+			}
+			h.Remark = string(v)
+		case 6:
+			if s.peek() == 'n' {
+				if !s.word("null") {
+					return nil, false
+				}
+				break
+			}
+			if !s.lit('{') {
+				return nil, false
+			}
+			if !s.lit('}') {
+				for {
+					ek, ok := s.str()
+					if !ok || !s.lit(':') {
+						return nil, false
+					}
+					if h.Ext == nil {
+						// As encoding/json: a key, even of a null, makes the map.
+						h.Ext = make(map[string]string, 8)
+					}
+					var val string
+					set := true
+					switch s.peek() {
+					case '"':
+						v, ok := s.str()
+						if !ok {
+							return nil, false
+						}
+						val = string(v)
+					case 't':
+						val = "true"
+						set = s.word("true")
+					case 'f':
+						val = "false"
+						set = s.word("false")
+					case 'n':
+						if !s.word("null") {
+							return nil, false
+						}
+						delete(h.Ext, string(ek)) // a later null clears the key
+						set = false
+					default:
+						return nil, false // numbers: encoding/json's float reading
+					}
+					if set {
+						h.Ext[string(ek)] = val
+					} else if val != "" {
+						return nil, false // a bad true/false literal
+					}
+					if s.lit('}') {
+						break
+					}
+					if !s.lit(',') {
+						return nil, false
+					}
+				}
+			}
+		default:
+			if _, ok := s.str(); !ok {
+				return nil, false
+			}
+		}
+		if s.lit('}') {
+			break
+		}
+		if !s.lit(',') {
+			return nil, false
+		}
+	}
+	s.ws()
+	return h, s.i == len(s.b)
 }
 
 func appendBinaryHeader(b []byte, h *Header) ([]byte, error) {

@@ -87,3 +87,44 @@ func BenchmarkAppendFrameHead(b *testing.B) {
 		})
 	}
 }
+
+// The hand-written JSON header reader agrees with encoding/json wherever
+// it reads an input itself.
+func FuzzJSONHeaderFastPath(f *testing.F) {
+	f.Add(appendJSONHeader(nil, sampleHeader()))
+	f.Add([]byte(`{"code":0,"extFields":{"queueId":"3","queueOffset":"12","x":null,"t":true},"flag":1,"language":"JAVA","opaque":9,"serializeTypeCurrentRPC":"JSON","version":475}`))
+	f.Add([]byte(`{"code":1,"language":9,"opaque":1,"remark":"x"}`))
+	f.Add([]byte(` { "Code" : 1 , "extFields" : { "k" : "v" , "k" : null } } `))
+	f.Add([]byte(`{"extFields":{"a":null},"remark":null,"language":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeJSONHeaderFast(b)
+		if !ok {
+			return
+		}
+		slow, err := decodeJSONHeaderSlow(b)
+		if err != nil {
+			t.Fatalf("fast path read %q, encoding/json refuses it: %v", b, err)
+		}
+		require.Equal(t, slow, fast, "%q", b)
+	})
+}
+
+func TestJSONHeaderFastPathShapes(t *testing.T) {
+	for _, in := range []string{
+		string(appendJSONHeader(nil, sampleHeader())),
+		`{"code":0,"extFields":{"queueId":"3","queueOffset":"12","x":null,"t":true},"flag":1,"language":"JAVA","opaque":9,"serializeTypeCurrentRPC":"JSON","version":475}`,
+		`{"extFields":{"a":null},"remark":null,"language":null}`,
+		`{}`,
+		`{"remark":"a\nb\u00e9\ud83d\ude00\ud83d!\/"}`,
+	} {
+		fast, ok := decodeJSONHeaderFast([]byte(in))
+		require.True(t, ok, in)
+		slow, err := decodeJSONHeaderSlow([]byte(in))
+		require.NoError(t, err)
+		require.Equal(t, slow, fast, in)
+	}
+	for _, in := range []string{`{"Code":1}`, `{"code":1.0}`, "{\"remark\":\"a\x01b\"}", "{\"remark\":\"a\xffb\"}", `{"extFields":{"n":1}}`, `{"code":1,"code":2}`, `null`, `{"code":1} x`} {
+		_, ok := decodeJSONHeaderFast([]byte(in))
+		require.False(t, ok, in)
+	}
+}
