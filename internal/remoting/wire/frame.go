@@ -365,8 +365,9 @@ func decodeJSONHeaderSlow(b []byte) (*Header, error) {
 // anything it does not read the way encoding/json does, and the caller
 // then leaves the input to encoding/json.
 type jscan struct {
-	b []byte
-	i int
+	b   []byte
+	src string // b as one string: unescaped strings are slices of it
+	i   int
 }
 
 func (s *jscan) ws() {
@@ -401,9 +402,9 @@ func (s *jscan) peek() byte {
 
 // str reads a string in valid UTF-8, unescaping as encoding/json does
 // (a lone or broken surrogate becomes U+FFFD).
-func (s *jscan) str() ([]byte, bool) {
+func (s *jscan) str() (string, bool) {
 	if s.peek() != '"' {
-		return nil, false
+		return "", false
 	}
 	start := s.i + 1
 	j := start
@@ -411,9 +412,9 @@ func (s *jscan) str() ([]byte, bool) {
 		j++
 	}
 	if j < len(s.b) && s.b[j] == '"' {
-		v := s.b[start:j]
-		if !utf8.Valid(v) {
-			return nil, false
+		v := s.src[start:j]
+		if !utf8.ValidString(v) {
+			return "", false
 		}
 		s.i = j + 1
 		return v, true
@@ -425,19 +426,19 @@ func (s *jscan) str() ([]byte, bool) {
 		switch {
 		case c == '"':
 			if !utf8.Valid(out) {
-				return nil, false
+				return "", false
 			}
 			s.i = j + 1
-			return out, true
+			return string(out), true
 		case c < 0x20:
-			return nil, false
+			return "", false
 		case c != '\\':
 			out = append(out, c)
 			j++
 			continue
 		}
 		if j+1 >= len(s.b) {
-			return nil, false
+			return "", false
 		}
 		switch e := s.b[j+1]; e {
 		case '"', '\\', '/':
@@ -455,7 +456,7 @@ func (s *jscan) str() ([]byte, bool) {
 		case 'u':
 			r, ok := hex4(s.b[j+2:])
 			if !ok {
-				return nil, false
+				return "", false
 			}
 			j += 6
 			if utf16.IsSurrogate(r) {
@@ -471,11 +472,11 @@ func (s *jscan) str() ([]byte, bool) {
 			out = utf8.AppendRune(out, r)
 			continue
 		default:
-			return nil, false
+			return "", false
 		}
 		j += 2
 	}
-	return nil, false
+	return "", false
 }
 
 // hex4 reads the four hex digits of a \u escape.
@@ -546,7 +547,7 @@ var jsonHeaderKeys = [...]string{"code", "language", "version", "opaque", "flag"
 // extFields values simple strings, booleans or null. ok is false for
 // anything else.
 func decodeJSONHeaderFast(b []byte) (*Header, bool) {
-	s := &jscan{b: b}
+	s := &jscan{b: b, src: string(b)}
 	if !s.lit('{') {
 		return nil, false
 	}
@@ -563,11 +564,11 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 		}
 		k := -1
 		for i, name := range jsonHeaderKeys {
-			if string(kb) == name {
+			if kb == name {
 				k = i
 				break
 			}
-			if strings.EqualFold(string(kb), name) {
+			if strings.EqualFold(kb, name) {
 				return nil, false // encoding/json matches keys without case
 			}
 		}
@@ -596,12 +597,12 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 		case 1:
 			switch c := s.peek(); {
 			case c == '"':
-				name, _ := s.str()
-				l, ok := langNames[string(name)]
+				name, ok := s.str()
 				if !ok {
-					if name == nil {
-						return nil, false
-					}
+					return nil, false
+				}
+				l, ok := langNames[name]
+				if !ok {
 					l = langNames["OTHER"]
 				}
 				h.Language = l
@@ -627,7 +628,7 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 			if !ok {
 				return nil, false
 			}
-			h.Remark = string(v)
+			h.Remark = v
 		case 6:
 			if s.peek() == 'n' {
 				if !s.word("null") {
@@ -646,7 +647,7 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 					}
 					if h.Ext == nil {
 						// As encoding/json: a key, even of a null, makes the map.
-						h.Ext = make(map[string]string, 8)
+						h.Ext = make(map[string]string, 16)
 					}
 					var val string
 					set := true
@@ -656,7 +657,7 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 						if !ok {
 							return nil, false
 						}
-						val = string(v)
+						val = v
 					case 't':
 						val = "true"
 						set = s.word("true")
@@ -667,13 +668,13 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 						if !s.word("null") {
 							return nil, false
 						}
-						delete(h.Ext, string(ek)) // a later null clears the key
+						delete(h.Ext, ek) // a later null clears the key
 						set = false
 					default:
 						return nil, false // numbers: encoding/json's float reading
 					}
 					if set {
-						h.Ext[string(ek)] = val
+						h.Ext[ek] = val
 					} else if val != "" {
 						return nil, false // a bad true/false literal
 					}
