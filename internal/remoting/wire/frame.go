@@ -647,7 +647,9 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 					}
 					if h.Ext == nil {
 						// As encoding/json: a key, even of a null, makes the map.
-						h.Ext = make(map[string]string, 16)
+						// Sized by the colons left: the pairs, plus the
+						// few top-level keys that may follow.
+						h.Ext = make(map[string]string, bytes.Count(s.b[s.i:], []byte{':'})+1)
 					}
 					var val string
 					set := true
