@@ -162,11 +162,12 @@ type conn struct {
 }
 
 // link is one connection of a conn and its write queue. Writes are
-// coalesced: a writer appends its frame to buf; if no one is writing it
-// becomes the flusher and writes buf, and whatever others append
-// meanwhile, in as few writes as the kernel takes, until buf is empty.
-// Under load many frames leave in one syscall; alone, a frame is written
-// at once by its own caller (no goroutine hand-off).
+// coalesced: a caller appends its frame to buf and, if no flush is under
+// way, writes buf itself (its frame and any queued before it) in one
+// write; frames appended during that write go out together in the next
+// one, by a background flush. Alone, a frame is written at once by its own
+// caller (no goroutine hand-off); under load, many frames leave in one
+// syscall.
 type link struct {
 	nc net.Conn
 
@@ -347,12 +348,17 @@ func (cn *conn) serve(l *link, req *wire.Command) {
 	}
 }
 
-// write queues head and body (copied) on l and, unless another caller is
-// flushing, writes the queue until it is empty. The flusher's ctx deadline
-// bounds its writes; a failed write drops the connection, which fails
-// every request waiting on it. A nil return means the frame was queued on
-// a working connection (for a frame flushed by another caller, not yet
-// that it was written).
+// writeStall bounds a background flush's write: a connection whose peer
+// takes no more bytes for this long is dropped.
+const writeStall = 30 * time.Second
+
+// write queues head and body (copied) on l. Unless a flush is under way,
+// the caller flushes the queue once, its own frame included, under its
+// ctx deadline; frames queued meanwhile are left to a background flush
+// (flushLoop), so a caller never writes for others past its own batch. A
+// failed write drops the connection, which fails every request waiting on
+// it. A nil return means the frame was written, or queued on a working
+// connection behind a flush under way.
 func (cn *conn) write(ctx context.Context, l *link, head, body []byte) error {
 	l.mu.Lock()
 	if l.err != nil {
@@ -366,28 +372,78 @@ func (cn *conn) write(ctx context.Context, l *link, head, body []byte) error {
 		return nil
 	}
 	l.writing = true
+	out := l.take()
+	l.mu.Unlock()
 	dl, _ := ctx.Deadline()
-	for len(l.buf) > 0 && l.err == nil {
-		out := l.buf
-		l.buf, l.spare = l.spare[:0], nil
+	if err := cn.flush(l, out, dl); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if len(l.buf) == 0 || l.err != nil {
+		l.writing = false
+		err := l.err
 		l.mu.Unlock()
-		_ = l.nc.SetWriteDeadline(dl)
-		_, err := l.nc.Write(out)
+		return err
+	}
+	l.mu.Unlock()
+	cn.c.spawn(func() { cn.flushLoop(l) }) // when closed, Close drops l anyway
+	return nil
+}
+
+// take returns the queue to write and starts a new one on the spare
+// buffer; l.mu is held.
+func (l *link) take() []byte {
+	out := l.buf
+	l.buf, l.spare = l.spare[:0], nil
+	return out
+}
+
+// flush writes out with the deadline dl (zero: none) and keeps out as the
+// spare buffer; a failed write drops the connection.
+func (cn *conn) flush(l *link, out []byte, dl time.Time) error {
+	_ = l.nc.SetWriteDeadline(dl)
+	_, err := l.nc.Write(out)
+	l.mu.Lock()
+	if cap(out) <= maxSpare {
+		l.spare = out[:0]
+	}
+	l.mu.Unlock()
+	if err != nil {
+		cn.drop(l, err)
+	}
+	return err
+}
+
+// flushLoop writes the queue until it is empty, each write bounded by
+// writeStall; it runs in c.wg and ends when the queue is empty or the
+// connection failed (Close drops every connection).
+func (cn *conn) flushLoop(l *link) {
+	defer cn.c.wg.Done()
+	for {
 		l.mu.Lock()
-		if cap(out) <= maxSpare {
-			l.spare = out[:0]
-		}
-		if err != nil {
+		if len(l.buf) == 0 || l.err != nil {
 			l.writing = false
 			l.mu.Unlock()
-			cn.drop(l, err)
-			return err
+			return
+		}
+		out := l.take()
+		l.mu.Unlock()
+		if cn.flush(l, out, time.Now().Add(writeStall)) != nil {
+			return
 		}
 	}
-	l.writing = false
-	err := l.err
-	l.mu.Unlock()
-	return err
+}
+
+// spawn runs f in c.wg unless the client is closed.
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go f()
+	return true
 }
 
 // send encodes h (with the body's length) and writes the frame on l.

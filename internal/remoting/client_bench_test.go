@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twinmq/twinmq/internal/remoting/wire"
 )
@@ -16,18 +17,21 @@ import (
 // goroutine per connection, flushing when no more requests are buffered:
 // cheap enough that the client's own cost dominates the benchmark.
 type echoServer struct {
-	lis net.Listener
-	wg  sync.WaitGroup
-	mu  sync.Mutex
-	cs  []net.Conn
+	lis      net.Listener
+	perFrame time.Duration // a pause after each request read (a slow reader)
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	cs       []net.Conn
 }
 
-func newEchoServer(tb testing.TB) *echoServer {
+func newEchoServer(tb testing.TB) *echoServer { return newSlowEchoServer(tb, 0) }
+
+func newSlowEchoServer(tb testing.TB, perFrame time.Duration) *echoServer {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &echoServer{lis: lis}
+	s := &echoServer{lis: lis, perFrame: perFrame}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -64,6 +68,9 @@ func (s *echoServer) serve(c net.Conn) {
 		req, err := wire.ReadFrame(br, 0)
 		if err != nil {
 			return
+		}
+		if s.perFrame > 0 {
+			time.Sleep(s.perFrame)
 		}
 		if req.IsOneway() {
 			continue

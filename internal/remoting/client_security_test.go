@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,4 +162,37 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// Under sustained load from many callers on a peer that reads slowly (the
+// queue never drains), no caller is kept writing other callers' frames
+// until its own deadline passes (which would cut a healthy connection):
+// every request of short deadline succeeds.
+func TestSustainedLoadKeepsConnection(t *testing.T) {
+	srv := newSlowEchoServer(t, time.Millisecond) // about 256 MB/s of 256 KiB frames
+	c := New()
+	defer c.Close()
+	body := make([]byte, 256<<10)
+	stop := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := c.Invoke(ctx, srv.lis.Addr().String(), &wire.Header{Code: 1}, body)
+				cancel()
+				if err != nil {
+					if failed.Add(1) == 1 {
+						t.Errorf("request failed under load: %v", err)
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load())
 }
