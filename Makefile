@@ -154,7 +154,8 @@ FUZZ_TARGETS := \
 	./internal/broker/auth:FuzzParseAuthorization \
 	./config:FuzzParse ./lane:FuzzParse \
 	./internal/remoting/wire:FuzzDecodeFrame ./internal/remoting/wire:FuzzDecodeHeader \
-	./internal/remoting/wire:FuzzDecodeMessageExts ./internal/remoting:FuzzQuoteNumericKeys
+	./internal/remoting/wire:FuzzDecodeMessageExts ./internal/remoting/wire:FuzzJSONHeaderFastPath \
+	./internal/remoting:FuzzQuoteNumericKeys
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -26,8 +26,10 @@
 // name those ports: a remoting client sends there and a gRPC consumer reads
 // the same messages. The remoting port serves route lookups (through the
 // name server), heartbeats, single and batch sends, end transaction and
-// check-back on the producer's connection; not fault injection, TLS or
-// access control.
+// check-back on the producer's connection. Options.TLS makes the remoting
+// ports and the name server serve TLS too, and Options.Users checks the
+// remoting signature (AccessKey, Signature) of every request to a broker,
+// refused with NO_PERMISSION; fault injection is gRPC's only.
 //
 // Design decisions:
 //   - Data goes to a temporary directory unless Options.Dir is set; Close

@@ -155,13 +155,15 @@ type Options struct {
 	MaxDelay time.Duration
 	// TransactionCheck tunes the check-back of orphaned transactions.
 	TransactionCheck TransactionCheck
-	// TLS, when set, makes every broker serve gRPC over TLS only, with
-	// this configuration (its certificates). Clients must then dial TLS.
+	// TLS, when set, makes every broker serve gRPC and remoting over TLS
+	// only, and the name server too, with this configuration (its
+	// certificates). Clients must then dial TLS.
 	TLS *tls.Config
 	// Users turns on access control: every request must be signed with the
 	// access key of one of them (RocketMQ 5's HMAC-SHA1 scheme) and is
 	// checked against its permissions. Refusals answer UNAUTHORIZED or
-	// FORBIDDEN. Empty means no access control.
+	// FORBIDDEN (NO_PERMISSION on the remoting port, whose requests carry
+	// the classic remoting signature). Empty means no access control.
 	Users []User
 	// AuthenticationOnly checks credentials but grants every permission.
 	AuthenticationOnly bool
@@ -340,7 +342,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		defer cancel()
 		return nil, errors.Join(err, env.Close(closeCtx))
 	}
-	ns, err := broker.StartNameServer("127.0.0.1:0", env.runningBrokers)
+	ns, err := broker.StartNameServerTLS("127.0.0.1:0", env.runningBrokers, opts.TLS)
 	if err != nil {
 		return fail(fmt.Errorf("embedded: %w", err))
 	}

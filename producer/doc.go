@@ -197,10 +197,11 @@
 //     the way is asked for again by the broker's check. A CheckedMessage's
 //     TransactionID is the broker's id: match a check to its send by
 //     MessageID.
-//   - Not yet: TLS and access keys (a remoting cluster with tls or
-//     credentials is refused with ErrInvalidConfig, matching
-//     rmqerr.ErrUnsupported), compressed bodies, and slave brokers in
-//     routes.
+//   - TLS (the cluster's tls, with WithTLSConfig) covers the name servers
+//     and the brokers; access keys sign every request as RocketMQ's ACL
+//     expects (AccessKey and Signature), and a refusal matches
+//     rmqerr.ErrForbidden.
+//   - Not yet: compressed bodies and slave brokers in routes.
 //
 // # Shadow traffic
 //

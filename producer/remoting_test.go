@@ -13,6 +13,7 @@ import (
 
 	"github.com/twinmq/twinmq/config"
 	"github.com/twinmq/twinmq/embedded"
+	"github.com/twinmq/twinmq/internal/testpki"
 	"github.com/twinmq/twinmq/lane"
 	"github.com/twinmq/twinmq/rmqerr"
 )
@@ -345,30 +346,28 @@ func TestRemotingUnreachableNameServer(t *testing.T) {
 	require.ErrorIs(t, st.LastError, ErrUnavailable)
 }
 
-// TLS and access keys are not carried over remoting yet: a remoting
-// cluster that asks for either is refused with ErrInvalidConfig (and
-// rmqerr.ErrUnsupported), never used in the clear.
-func TestRemotingRefusesTLSAndCredentials(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		set  func(*config.Config, *config.Cluster)
-	}{
-		{"tls", func(_ *config.Config, c *config.Cluster) { c.TLS = true }},
-		{"credentials", func(cfg *config.Config, c *config.Cluster) {
-			cfg.Credentials = map[string]config.Credential{"k": {AccessKey: "ak", AccessSecret: "sk"}}
-			c.Credentials = "k"
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			cfg := config.Default()
-			cl := config.Cluster{Name: "classic", Endpoints: []string{"127.0.0.1:1"}, Topic: "t", Weight: 100, Protocol: config.ProtocolRemoting}
-			c.set(cfg, &cl)
-			cfg.Topics = map[string]config.Topic{"t": {Clusters: []config.Cluster{cl}}}
-			_, err := New(testCtx(t), WithConfig(cfg))
-			require.ErrorIs(t, err, ErrInvalidConfig)
-			require.ErrorIs(t, err, rmqerr.ErrUnsupported)
-		})
+// A remoting cluster with TLS and access keys: the producer dials the name
+// server and the broker over TLS and signs its requests; a wrong secret is
+// refused by the broker as forbidden.
+func TestRemotingTLSAndCredentials(t *testing.T) {
+	pki := testpki.NewServer(t)
+	env := startOneCluster(t, "secure", embedded.Options{BrokersPerCluster: 1, TLS: pki.ServerConfig(),
+		Users: []embedded.User{{AccessKey: "app", SecretKey: "app-secret", Publish: []string{"t"}}}}, "t")
+	send := func(t *testing.T, secret string) error {
+		cfg := config.Default()
+		cl := remotingCluster(env, "t")
+		cl.TLS, cl.Credentials = true, "k"
+		cfg.Credentials = map[string]config.Credential{"k": {AccessKey: "app", AccessSecret: secret}}
+		cfg.Topics = map[string]config.Topic{"t": {Clusters: []config.Cluster{cl}}}
+		cfg.Batching.Enabled = false
+		p := newProducer(t, WithConfig(cfg), WithTLSConfig(pki.ClientConfig()))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := p.Send(ctx, &Message{Topic: "t", Body: []byte("signed")})
+		return err
 	}
+	require.NoError(t, send(t, "app-secret"))
+	require.ErrorIs(t, send(t, "wrong"), rmqerr.ErrForbidden)
 }
 
 // With batching on, a SendBatch over remoting goes as SEND_BATCH_MESSAGE

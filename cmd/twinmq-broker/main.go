@@ -40,8 +40,10 @@
 // the process's Go runtime (go_*) and process (process_*) metrics.
 //
 // Optional keys: "tls": {"certFile": "...", "keyFile": "..."} serves TLS
-// (PEM files); "users": [{"accessKey", "secretKey", "super", "publish",
-// "subscribe", "groups"}] turns on access-key authentication and the ACL
+// (PEM files) on every port, remoting and name server included; "users":
+// [{"accessKey", "secretKey", "super", "publish", "subscribe", "groups"}]
+// turns on access-key authentication (on the remoting port: the classic
+// signature of every request) and the ACL
 // (topic and group lists take names, "*" or "prefix*"; with
 // "authenticationOnly": true every authenticated user may do everything);
 // "transactions": {"timeout": "6s", "checkInterval": "30s", "maxChecks": 15}
@@ -59,6 +61,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -300,7 +303,11 @@ func run(ctx context.Context, fc *fileConfig, log *zap.Logger, ready func(addrs 
 		}
 	}
 	if fc.NameServerListen != "" {
-		ns, err := broker.StartNameServer(fc.NameServerListen, func() []*broker.Broker { return brokers })
+		var nsTLS *tls.Config // the brokers' TLS: a TLS client dials both alike
+		if len(cfgs) > 0 {
+			nsTLS = cfgs[0].Security.TLS
+		}
+		ns, err := broker.StartNameServerTLS(fc.NameServerListen, func() []*broker.Broker { return brokers }, nsTLS)
 		if err != nil {
 			return errors.Join(err, stopAll())
 		}

@@ -166,7 +166,11 @@
 // Security.TLS serves TLS instead of plaintext (the proxy accepts both on
 // one port). Security.Auth checks every request with the access-key scheme
 // and ACL of package auth before the broker looks at it, answering
-// UNAUTHORIZED or FORBIDDEN in the body as the proxy with ACL 2.0.
+// UNAUTHORIZED or FORBIDDEN in the body as the proxy with ACL 2.0. Both
+// apply to the remoting port too (remoting_security.go): TLS on its
+// listener (and on StartNameServerTLS's), and the classic remoting
+// signature (AccessKey, Signature) checked on every request, a refusal
+// answered NO_PERMISSION as a RocketMQ broker with ACL 2.0 answers it.
 //
 // # Decoding SendMessage (send_wire.go, send_form.go)
 //

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,7 +83,7 @@ func (rc *remConn) write(frame []byte) error {
 }
 
 func newRemotingServer(b *Broker, lis net.Listener) *remotingServer {
-	s := &remotingServer{b: b, lis: lis, addr: advertised(lis.Addr()),
+	s := &remotingServer{b: b, lis: remotingListener(lis, b.cfg.Security.TLS), addr: advertised(lis.Addr()),
 		conns: map[net.Conn]struct{}{}, producers: map[string]map[string]*remConn{}}
 	s.version.Store(DefaultRemotingVersion)
 	return s
@@ -153,8 +155,9 @@ func (s *remotingServer) serveConn(rc *remConn) {
 	}
 	var reqs sync.WaitGroup
 	defer reqs.Wait()
+	r := bufio.NewReaderSize(c, 32<<10)
 	for {
-		req, err := wire.ReadFrame(c, s.b.cfg.Limits.MaxBodySize+wire.DefaultMaxFrame)
+		req, err := wire.ReadFrame(r, s.b.cfg.Limits.MaxBodySize+wire.DefaultMaxFrame)
 		if err != nil {
 			return
 		}
@@ -186,6 +189,9 @@ func remErr(code int32, format string, args ...any) *wire.Header {
 }
 
 func (s *remotingServer) handle(c *remConn, host string, req *wire.Command) (*wire.Header, []byte) {
+	if h := s.authenticate(req); h != nil {
+		return h, nil
+	}
 	switch req.Code {
 	case wire.CodeEndTransaction:
 		return s.endTransaction(req), nil
@@ -519,6 +525,12 @@ type NameServer struct {
 // the routes of the brokers that brokers returns at the time of each
 // lookup (the running ones; a stopped broker is left out anyway).
 func StartNameServer(addr string, brokers func() []*Broker) (*NameServer, error) {
+	return StartNameServerTLS(addr, brokers, nil)
+}
+
+// StartNameServerTLS is StartNameServer serving TLS with cfg (nil:
+// plaintext), as the brokers of Security.TLS do.
+func StartNameServerTLS(addr string, brokers func() []*Broker, cfg *tls.Config) (*NameServer, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -526,7 +538,7 @@ func StartNameServer(addr string, brokers func() []*Broker) (*NameServer, error)
 	if err != nil {
 		return nil, fmt.Errorf("name server: listen %s: %w", addr, err)
 	}
-	n := &NameServer{lis: lis, addr: advertised(lis.Addr()), brokers: brokers, conns: map[net.Conn]struct{}{}}
+	n := &NameServer{lis: remotingListener(lis, cfg), addr: advertised(lis.Addr()), brokers: brokers, conns: map[net.Conn]struct{}{}}
 	n.wg.Add(1)
 	go n.serve()
 	return n, nil

@@ -39,10 +39,6 @@ const DefaultMaxBody = 4 << 20
 // falls back to a delay level.
 var ErrDelayUnsupported = fmt.Errorf("remoting: the broker cannot deliver a message at an arbitrary time (RocketMQ 4.x has no timer, only fixed delay levels): %w", rmqerr.ErrUnsupported)
 
-// ErrNotSupportedYet: a cluster setting this driver does not implement yet
-// (TLS, access keys). It wraps rmqerr.ErrUnsupported.
-var ErrNotSupportedYet = fmt.Errorf("remoting: not supported yet: %w", rmqerr.ErrUnsupported)
-
 // ProducerConfig configures a ProducerClient.
 type ProducerConfig struct {
 	// Cluster names the cluster in logs.
@@ -60,8 +56,8 @@ type ProducerConfig struct {
 	// OnOrphanedTransaction answers the brokers' CHECK_TRANSACTION_STATE.
 	// Without it the checks are left unanswered (the broker asks again).
 	OnOrphanedTransaction driver.OrphanedTransactionFunc
-	// TLS and Credentials are refused (ErrNotSupportedYet) until the
-	// client carries them.
+	// TLS dials the brokers and name servers over TLS; Credentials sign
+	// every request (AccessKey and Signature, as RocketMQ's ACL expects).
 	TLS         *tls.Config
 	Credentials *driver.Credentials
 	// RouteRefreshInterval (default 30 s, as RocketMQ's clients poll the
@@ -118,12 +114,6 @@ type brokerLink struct {
 
 // NewProducerClient returns a client; it dials lazily.
 func NewProducerClient(cfg ProducerConfig) (*ProducerClient, error) {
-	if cfg.TLS != nil {
-		return nil, fmt.Errorf("cluster %q: TLS over remoting: %w", cfg.Cluster, ErrNotSupportedYet)
-	}
-	if cfg.Credentials != nil {
-		return nil, fmt.Errorf("cluster %q: access keys over remoting: %w", cfg.Cluster, ErrNotSupportedYet)
-	}
 	if len(cfg.NameServers) == 0 {
 		return nil, fmt.Errorf("cluster %q: %w", cfg.Cluster, ErrNoNameServer)
 	}
@@ -148,6 +138,12 @@ func NewProducerClient(cfg ProducerConfig) (*ProducerClient, error) {
 	p := &ProducerClient{cfg: cfg, log: cfg.Logger, routes: map[string]*routeSlot{}, brokers: map[string]*brokerLink{},
 		nsByAP: map[string]*NameServer{}, ids: NewIDGenerator(), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	opts := append([]Option{WithLogger(cfg.Logger)}, cfg.Options...)
+	if cfg.TLS != nil {
+		opts = append(opts, WithTLS(cfg.TLS))
+	}
+	if cr := cfg.Credentials; cr != nil {
+		opts = append(opts, WithCredentials(cr.AccessKey, cr.SecretKey))
+	}
 	opts = append(opts, WithHandler(p.handle))
 	p.c = New(opts...)
 	topics := slices.Clone(cfg.Topics)
@@ -748,5 +744,5 @@ func (c *Client) linkState(addr string) (dialled, up bool) {
 	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	return true, cn.nc != nil
+	return true, cn.cur != nil
 }

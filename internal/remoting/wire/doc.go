@@ -18,4 +18,17 @@
 // number, as servers of either kind may answer. The binary header holds
 // code and version in 16 bits: a larger code (the pop codes of RocketMQ 5,
 // 200050 and up) can only be sent with JSON, and encoding refuses it.
+// The encoders append into the caller's buffer (AppendFrameHead writes a
+// frame up to its body without copying the header): the JSON one by hand,
+// with encoding/json's escaping, the extFields in map order (servers read
+// them into a map).
+//
+// # Signature
+//
+// Signature is the access-key signature of RocketMQ's AclClientRPCHook:
+// HMAC-SHA1, keyed with the secret key, over the ext values sorted by key
+// in Java's String order (UTF-16 code units) with Signature left out, then
+// the body; Base64. The broker's ACL (1.0 and 2.0) recomputes the same.
+// Values are signed as the server will decode them (an invalid UTF-8 byte
+// as U+FFFD, as the JSON encoder writes it).
 package wire

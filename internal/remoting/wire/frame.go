@@ -7,8 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"math"
+	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Sentinel errors of the codec.
@@ -47,11 +51,13 @@ var langNames = map[string]int8{
 	"RUBY": 6, "OTHER": 7, "HTTP": 8, "GO": 9, "PHP": 10, "OMS": 11, "RUST": 12,
 }
 
+// langByCode is langNames inverted (LanguageCode's ordinals are 0..12).
+var langByCode = [...]string{"JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG",
+	"RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS", "RUST"}
+
 func langName(l int8) string {
-	for k, v := range langNames {
-		if v == l {
-			return k
-		}
+	if l >= 0 && int(l) < len(langByCode) {
+		return langByCode[l]
 	}
 	return "OTHER"
 }
@@ -86,29 +92,50 @@ func malformed(format string, args ...any) error {
 
 // EncodeHeader serializes h.
 func EncodeHeader(h *Header, t SerializeType) ([]byte, error) {
+	return appendHeader(nil, h, t)
+}
+
+func appendHeader(dst []byte, h *Header, t SerializeType) ([]byte, error) {
 	switch t {
 	case JSON:
-		return encodeJSONHeader(h)
+		return appendJSONHeader(dst, h), nil
 	case RocketMQ:
-		return encodeBinaryHeader(h)
+		return appendBinaryHeader(dst, h)
 	}
-	return nil, fmt.Errorf("remoting: unknown serialize type %d", t)
+	return dst, fmt.Errorf("remoting: unknown serialize type %d", t)
 }
 
 // AppendFrame appends the whole frame (length prefix included) of a command.
 func AppendFrame(dst []byte, h *Header, body []byte, t SerializeType) ([]byte, error) {
-	hb, err := EncodeHeader(h, t)
+	dst, err := AppendFrameHead(dst, h, len(body), t)
 	if err != nil {
 		return dst, err
 	}
-	if len(hb) >= 1<<24 {
-		return dst, fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, len(hb))
-	}
-	total := 4 + len(hb) + len(body)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(t)<<24|uint32(len(hb)))
-	dst = append(dst, hb...)
 	return append(dst, body...), nil
+}
+
+// AppendFrameHead appends a frame up to its body: the length prefix (which
+// counts a body of bodyLen bytes to follow), the serialization mark and
+// the header. The header is encoded straight into dst. On error dst is
+// returned as it was.
+func AppendFrameHead(dst []byte, h *Header, bodyLen int, t SerializeType) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	out, err := appendHeader(dst, h, t)
+	if err != nil {
+		return dst[:start], err
+	}
+	hl := len(out) - start - 8
+	if hl >= 1<<24 {
+		return dst[:start], fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, hl)
+	}
+	total := int64(4 + hl + bodyLen)
+	if total > math.MaxUint32 {
+		return dst[:start], fmt.Errorf("%w: frame of %d bytes", ErrFrameTooLarge, total)
+	}
+	binary.BigEndian.PutUint32(out[start:], uint32(total))
+	binary.BigEndian.PutUint32(out[start+4:], uint32(t)<<24|uint32(hl))
+	return out, nil
 }
 
 // DecodeFrame decodes one whole frame, length prefix included. The body is a
@@ -183,28 +210,105 @@ func DecodeHeader(b []byte, t SerializeType) (*Header, error) {
 	return nil, malformed("unknown serialize type %d", t)
 }
 
-type jsonHeader struct {
-	Code      int32             `json:"code"`
-	Language  json.RawMessage   `json:"language,omitempty"`
-	Version   int32             `json:"version"`
-	Opaque    int32             `json:"opaque"`
-	Flag      int32             `json:"flag"`
-	Remark    *string           `json:"remark,omitempty"`
-	ExtFields map[string]string `json:"extFields,omitempty"`
-	Serialize string            `json:"serializeTypeCurrentRPC,omitempty"`
-}
-
-func encodeJSONHeader(h *Header) ([]byte, error) {
-	j := jsonHeader{Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag, ExtFields: h.Ext, Serialize: "JSON"}
-	j.Language = json.RawMessage(strconv.Quote(langName(h.Language)))
+// appendJSONHeader writes what fastjson writes for a RemotingCommand
+// (the fields RocketMQ reads; extFields in map order, which no reader
+// depends on) without reflection.
+func appendJSONHeader(b []byte, h *Header) []byte {
+	b = append(b, `{"code":`...)
+	b = strconv.AppendInt(b, int64(h.Code), 10)
+	b = append(b, `,"language":"`...)
+	b = append(b, langName(h.Language)...)
+	b = append(b, `","version":`...)
+	b = strconv.AppendInt(b, int64(h.Version), 10)
+	b = append(b, `,"opaque":`...)
+	b = strconv.AppendInt(b, int64(h.Opaque), 10)
+	b = append(b, `,"flag":`...)
+	b = strconv.AppendInt(b, int64(h.Flag), 10)
 	if h.Remark != "" {
-		r := h.Remark
-		j.Remark = &r
+		b = append(b, `,"remark":`...)
+		b = appendJSONString(b, h.Remark)
 	}
-	return json.Marshal(&j)
+	if len(h.Ext) > 0 {
+		b = append(b, `,"extFields":{`...)
+		first := true
+		for k, v := range h.Ext {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, v)
+		}
+		b = append(b, '}')
+	}
+	return append(b, `,"serializeTypeCurrentRPC":"JSON"}`...)
 }
 
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string the way encoding/json does
+// (without its HTML escaping): control characters escaped, each byte of
+// invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// decodeJSONHeader reads a JSON header: by hand when it has the shape
+// servers write (decodeJSONHeaderFast), else with encoding/json, whose
+// reading is the reference (FuzzJSONHeaderFastPath checks the two agree).
 func decodeJSONHeader(b []byte) (*Header, error) {
+	if h, ok := decodeJSONHeaderFast(b); ok {
+		return h, nil
+	}
+	return decodeJSONHeaderSlow(b)
+}
+
+func decodeJSONHeaderSlow(b []byte) (*Header, error) {
 	var j struct {
 		Code      int32           `json:"code"`
 		Language  json.RawMessage `json:"language"`
@@ -257,25 +361,363 @@ func decodeJSONHeader(b []byte) (*Header, error) {
 	return h, nil
 }
 
-func encodeBinaryHeader(h *Header) ([]byte, error) {
+// jscan reads the simple JSON of a header. Each method reports false for
+// anything it does not read the way encoding/json does, and the caller
+// then leaves the input to encoding/json.
+type jscan struct {
+	b   []byte
+	src string // b as one string: unescaped strings are slices of it
+	i   int
+}
+
+func (s *jscan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// lit consumes c after whitespace.
+func (s *jscan) lit(c byte) bool {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// peek returns the next byte after whitespace (0 at the end).
+func (s *jscan) peek() byte {
+	s.ws()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// str reads a string in valid UTF-8, unescaping as encoding/json does
+// (a lone or broken surrogate becomes U+FFFD).
+func (s *jscan) str() (string, bool) {
+	if s.peek() != '"' {
+		return "", false
+	}
+	start := s.i + 1
+	j := start
+	for j < len(s.b) && s.b[j] != '"' && s.b[j] != '\\' && s.b[j] >= 0x20 {
+		j++
+	}
+	if j < len(s.b) && s.b[j] == '"' {
+		v := s.src[start:j]
+		if !utf8.ValidString(v) {
+			return "", false
+		}
+		s.i = j + 1
+		return v, true
+	}
+	out := make([]byte, 0, j-start+16)
+	out = append(out, s.b[start:j]...)
+	for j < len(s.b) {
+		c := s.b[j]
+		switch {
+		case c == '"':
+			if !utf8.Valid(out) {
+				return "", false
+			}
+			s.i = j + 1
+			return string(out), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			j++
+			continue
+		}
+		if j+1 >= len(s.b) {
+			return "", false
+		}
+		switch e := s.b[j+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(s.b[j+2:])
+			if !ok {
+				return "", false
+			}
+			j += 6
+			if utf16.IsSurrogate(r) {
+				if r2, ok := hex4(s.b[min(j+2, len(s.b)):]); ok && j+1 < len(s.b) && s.b[j] == '\\' && s.b[j+1] == 'u' {
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						out = utf8.AppendRune(out, d)
+						j += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return "", false
+		}
+		j += 2
+	}
+	return "", false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// word consumes a literal (null, true, false).
+func (s *jscan) word(w string) bool {
+	s.ws()
+	if len(s.b)-s.i >= len(w) && string(s.b[s.i:s.i+len(w)]) == w {
+		s.i += len(w)
+		return true
+	}
+	return false
+}
+
+// integer reads a JSON integer (-?(0|[1-9][0-9]*)) that fits bits.
+func (s *jscan) integer(bits int) (int64, bool) {
+	s.ws()
+	j := s.i
+	if j < len(s.b) && s.b[j] == '-' {
+		j++
+	}
+	d := j
+	for j < len(s.b) && s.b[j] >= '0' && s.b[j] <= '9' {
+		j++
+	}
+	if j == d || (s.b[d] == '0' && j-d > 1) {
+		return 0, false
+	}
+	if j < len(s.b) {
+		switch s.b[j] {
+		case '.', 'e', 'E':
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(string(s.b[s.i:j]), 10, bits)
+	if err != nil {
+		return 0, false
+	}
+	s.i = j
+	return v, true
+}
+
+var jsonHeaderKeys = [...]string{"code", "language", "version", "opaque", "flag", "remark", "extFields"}
+
+// decodeJSONHeaderFast reads a header of the usual shape: an object of the
+// known keys, each once, with integers, simple strings and null, plus
+// unknown keys whose values are simple strings (serializeTypeCurrentRPC);
+// extFields values simple strings, booleans or null. ok is false for
+// anything else.
+func decodeJSONHeaderFast(b []byte) (*Header, bool) {
+	s := &jscan{b: b, src: string(b)}
+	if !s.lit('{') {
+		return nil, false
+	}
+	h := &Header{}
+	var seen [len(jsonHeaderKeys)]bool
+	if s.lit('}') {
+		s.ws()
+		return h, s.i == len(s.b)
+	}
+	for {
+		kb, ok := s.str()
+		if !ok || !s.lit(':') {
+			return nil, false
+		}
+		k := -1
+		for i, name := range jsonHeaderKeys {
+			if kb == name {
+				k = i
+				break
+			}
+			if strings.EqualFold(kb, name) {
+				return nil, false // encoding/json matches keys without case
+			}
+		}
+		if k >= 0 {
+			if seen[k] {
+				return nil, false
+			}
+			seen[k] = true
+		}
+		switch k {
+		case 0, 2, 3, 4:
+			v, ok := s.integer(32)
+			if !ok {
+				return nil, false
+			}
+			switch k {
+			case 0:
+				h.Code = int32(v)
+			case 2:
+				h.Version = int32(v)
+			case 3:
+				h.Opaque = int32(v)
+			case 4:
+				h.Flag = int32(v)
+			}
+		case 1:
+			switch c := s.peek(); {
+			case c == '"':
+				name, ok := s.str()
+				if !ok {
+					return nil, false
+				}
+				l, ok := langNames[name]
+				if !ok {
+					l = langNames["OTHER"]
+				}
+				h.Language = l
+			case c == 'n':
+				if !s.word("null") {
+					return nil, false
+				}
+			default:
+				v, ok := s.integer(8)
+				if !ok {
+					return nil, false
+				}
+				h.Language = int8(v)
+			}
+		case 5:
+			if s.peek() == 'n' {
+				if !s.word("null") {
+					return nil, false
+				}
+				break
+			}
+			v, ok := s.str()
+			if !ok {
+				return nil, false
+			}
+			h.Remark = v
+		case 6:
+			if s.peek() == 'n' {
+				if !s.word("null") {
+					return nil, false
+				}
+				break
+			}
+			if !s.lit('{') {
+				return nil, false
+			}
+			if !s.lit('}') {
+				for {
+					ek, ok := s.str()
+					if !ok || !s.lit(':') {
+						return nil, false
+					}
+					if h.Ext == nil {
+						// As encoding/json: a key, even of a null, makes the map.
+						// Sized by the colons left: the pairs, plus the
+						// few top-level keys that may follow.
+						h.Ext = make(map[string]string, bytes.Count(s.b[s.i:], []byte{':'})+1)
+					}
+					var val string
+					set := true
+					switch s.peek() {
+					case '"':
+						v, ok := s.str()
+						if !ok {
+							return nil, false
+						}
+						val = v
+					case 't':
+						val = "true"
+						set = s.word("true")
+					case 'f':
+						val = "false"
+						set = s.word("false")
+					case 'n':
+						if !s.word("null") {
+							return nil, false
+						}
+						delete(h.Ext, ek) // a later null clears the key
+						set = false
+					default:
+						return nil, false // numbers: encoding/json's float reading
+					}
+					if set {
+						h.Ext[ek] = val
+					} else if val != "" {
+						return nil, false // a bad true/false literal
+					}
+					if s.lit('}') {
+						break
+					}
+					if !s.lit(',') {
+						return nil, false
+					}
+				}
+			}
+		default:
+			if _, ok := s.str(); !ok {
+				return nil, false
+			}
+		}
+		if s.lit('}') {
+			break
+		}
+		if !s.lit(',') {
+			return nil, false
+		}
+	}
+	s.ws()
+	return h, s.i == len(s.b)
+}
+
+func appendBinaryHeader(b []byte, h *Header) ([]byte, error) {
 	if h.Code != int32(int16(h.Code)) || h.Version != int32(int16(h.Version)) {
 		// The binary form has 16 bits for each (RocketMQ truncates; a
 		// truncated code would name another request).
-		return nil, fmt.Errorf("remoting: code %d or version %d does not fit the binary header's 16 bits, use JSON", h.Code, h.Version)
+		return b, fmt.Errorf("remoting: code %d or version %d does not fit the binary header's 16 bits, use JSON", h.Code, h.Version)
 	}
-	keys := make([]string, 0, len(h.Ext))
-	for k := range h.Ext {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	n := 2 + 1 + 2 + 4 + 4 + 4 + len(h.Remark) + 4
-	for _, k := range keys {
+	ext := 0
+	for k, v := range h.Ext {
 		if len(k) > 0xFFFF {
-			return nil, fmt.Errorf("remoting: extFields key of %d bytes", len(k))
+			return b, fmt.Errorf("remoting: extFields key of %d bytes", len(k))
 		}
-		n += 2 + len(k) + 4 + len(h.Ext[k])
+		ext += 2 + len(k) + 4 + len(v)
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b, 2+1+2+4+4+4+len(h.Remark)+4+ext)
 	b = binary.BigEndian.AppendUint16(b, uint16(int16(h.Code)))
 	b = append(b, byte(h.Language))
 	b = binary.BigEndian.AppendUint16(b, uint16(int16(h.Version)))
@@ -283,16 +725,13 @@ func encodeBinaryHeader(h *Header) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(h.Flag))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(h.Remark)))
 	b = append(b, h.Remark...)
-	ext := 0
-	for _, k := range keys {
-		ext += 2 + len(k) + 4 + len(h.Ext[k])
-	}
 	b = binary.BigEndian.AppendUint32(b, uint32(ext))
-	for _, k := range keys {
+	// Map order: RocketMQ reads the pairs into a HashMap.
+	for k, v := range h.Ext {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(k)))
 		b = append(b, k...)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Ext[k])))
-		b = append(b, h.Ext[k]...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
 	}
 	return b, nil
 }

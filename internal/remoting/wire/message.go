@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -64,10 +65,15 @@ type BatchMessage struct {
 // (MessageDecoder.encodeMessages): per message total size, magic 0, body CRC
 // 0, flag, body length, body, short properties length, properties.
 func AppendBatch(dst []byte, msgs []BatchMessage) ([]byte, error) {
+	n := 0
 	for i, m := range msgs {
 		if len(m.Properties) > 0x7FFF {
 			return dst, fmt.Errorf("%w: message %d: properties of %d bytes exceed a short", ErrMalformed, i, len(m.Properties))
 		}
+		n += 4 + 4 + 4 + 4 + 4 + len(m.Body) + 2 + len(m.Properties)
+	}
+	dst = slices.Grow(dst, n) // one allocation, not a doubling per message
+	for _, m := range msgs {
 		total := 4 + 4 + 4 + 4 + 4 + len(m.Body) + 2 + len(m.Properties)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(total))
 		dst = binary.BigEndian.AppendUint32(dst, 0)
