@@ -16,9 +16,16 @@ import (
 // given physical topics on every broker, and stops them when the test ends.
 func startEnv(t testing.TB, topics ...string) *embedded.Env {
 	t.Helper()
+	return startEnvWith(t, embedded.Options{}, topics...)
+}
+
+// startEnvWith is startEnv with opts (its Dir and MinLongPolling are set
+// here).
+func startEnvWith(t testing.TB, opts embedded.Options, topics ...string) *embedded.Env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts := embedded.Options{Dir: t.TempDir(), MinLongPolling: 50 * time.Millisecond}
+	opts.Dir, opts.MinLongPolling = t.TempDir(), 50*time.Millisecond
 	for _, name := range topics {
 		opts.Topics = append(opts.Topics, embedded.Topic{Name: name, Queues: 4, Type: embedded.Mixed})
 	}

@@ -23,22 +23,8 @@ import (
 // routes of that cluster only.
 func startOneCluster(t testing.TB, name string, opts embedded.Options, topics ...string) *embedded.Env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	opts.ClusterNames = []string{name}
-	opts.Dir = t.TempDir()
-	opts.MinLongPolling = 50 * time.Millisecond
-	for _, tn := range topics {
-		opts.Topics = append(opts.Topics, embedded.Topic{Name: tn, Queues: 4, Type: embedded.Mixed})
-	}
-	env, err := embedded.Start(ctx, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = env.Close(ctx)
-	})
-	return env
+	return startEnvWith(t, opts, topics...)
 }
 
 // remotingCluster is env's cluster as a remoting cluster of a document:
