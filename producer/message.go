@@ -62,7 +62,9 @@ type SendResult struct {
 	// Offset is the message's queue offset (for a batch, the first offset
 	// plus the message's index in it). For a delayed message it is the
 	// position the broker gave the message while it waits for its time,
-	// not a position in the topic's queue.
+	// not a position in the topic's queue; for a transactional message it
+	// is the half message's position in the broker's half topic: a commit
+	// stores the message in its queue anew, at an offset of its own.
 	Offset int64
 	// Lane is the lane stamped on the message ("" for the base lane).
 	Lane string

@@ -36,6 +36,11 @@
 //     the real one, with the same assertions) lives in the files of this
 //     package that carry the interop tag; it reads its backend from the
 //     variables above.
+//   - The SDK producer's remoting tests (remoting_producer_test.go) read
+//     what they sent back from the brokers themselves with PULL_MESSAGE,
+//     every queue from where it ended before the test, so a lost or a
+//     duplicated message shows; they are not parallel at the top level,
+//     because the remoting suite uses the same topics.
 //   - The send race (BenchmarkInteropRemotingRace) runs RocketMQ's own Java
 //     client as a child process driven through its standard input, one JVM
 //     for the whole race, and twinmq's producer in this process, both over
