@@ -552,7 +552,7 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 		return nil, false
 	}
 	h := &Header{}
-	var seen [len(jsonHeaderKeys)]bool
+	var seen uint32 // bit i: jsonHeaderKeys[i] was read
 	if s.lit('}') {
 		s.ws()
 		return h, s.i == len(s.b)
@@ -573,10 +573,10 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 			}
 		}
 		if k >= 0 {
-			if seen[k] {
+			if seen&(1<<k) != 0 {
 				return nil, false
 			}
-			seen[k] = true
+			seen |= 1 << k
 		}
 		switch k {
 		case 0, 2, 3, 4:
@@ -595,8 +595,8 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 				h.Flag = int32(v)
 			}
 		case 1:
-			switch c := s.peek(); {
-			case c == '"':
+			switch s.peek() {
+			case '"':
 				name, ok := s.str()
 				if !ok {
 					return nil, false
@@ -606,7 +606,7 @@ func decodeJSONHeaderFast(b []byte) (*Header, bool) {
 					l = langNames["OTHER"]
 				}
 				h.Language = l
-			case c == 'n':
+			case 'n':
 				if !s.word("null") {
 					return nil, false
 				}
