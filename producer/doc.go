@@ -187,9 +187,11 @@
 //   - Delayed messages: on a broker of version 5.0 or later (the version
 //     its answers carry, learnt with a heartbeat before the first delayed
 //     send) the delivery time goes as the TIMER_DELIVER_MS property; a 4.x
-//     broker has no timer, and the send fails with ErrDelayUnsupported,
-//     not retried: the producer never turns a delivery time into one of
-//     4.x's fixed delay levels.
+//     broker has no timer and refuses it (ErrDelayUnsupported) without
+//     losing health: the send goes on to the topic's other brokers (in a
+//     migration, the 5.x cluster beside the 4.x one) and fails with
+//     ErrDelayUnsupported once every broker refused. The producer never
+//     turns a delivery time into one of 4.x's fixed delay levels.
 //   - Transactions: Result.TransactionID also carries the offsets
 //     END_TRANSACTION needs (it ends with the broker's transaction id);
 //     Commit and Rollback are oneway, as RocketMQ's clients send them, so
@@ -284,7 +286,7 @@
 //     or a broker failure as above.
 //   - A delayed message to a remoting cluster's broker without the timer
 //     (RocketMQ 4.x): ErrDelayUnsupported, matching rmqerr.ErrUnsupported,
-//     after one attempt.
+//     once every broker of the topic was asked and none has the timer.
 //
 // # Hooks
 //

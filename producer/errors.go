@@ -55,7 +55,9 @@ var (
 	// ErrDelayUnsupported: a message with a DeliveryTime was sent to a
 	// broker of a remoting cluster that has no timer (RocketMQ 4.x knows
 	// only its fixed delay levels, and the producer never falls back to
-	// one). It matches rmqerr.ErrUnsupported; such a send is not retried.
+	// one). It matches rmqerr.ErrUnsupported. The send goes on to the
+	// topic's other brokers (another cluster may have the timer) and fails
+	// with it once every broker of a round refused.
 	ErrDelayUnsupported = remoting.ErrDelayUnsupported
 	// ErrThrottled: a broker is shedding load (TOO_MANY_REQUESTS). It is
 	// rmqerr.ErrThrottled.

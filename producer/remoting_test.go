@@ -273,8 +273,9 @@ func TestReloadSwitchesAClusterToRemoting(t *testing.T) {
 }
 
 // A delayed message needs a broker with the timer: a broker that says it is
-// 4.x gets nothing and the send fails with ErrDelayUnsupported at once
-// (never a silent delay level, never a retry); a 5.x broker delivers the
+// 4.x gets nothing, and when no broker of the topic has the timer the send
+// fails with ErrDelayUnsupported after asking each broker once (never a
+// silent delay level, never a second round); a 5.x broker delivers the
 // message at its time.
 func TestRemotingDelayNeedsA5xBroker(t *testing.T) {
 	env := startOneCluster(t, "classic", embedded.Options{}, "later")
@@ -295,7 +296,7 @@ func TestRemotingDelayNeedsA5xBroker(t *testing.T) {
 		_, err := p.Send(ctx, &Message{Topic: "later", Body: []byte("x"), DeliveryTime: time.Now().Add(time.Minute)})
 		require.ErrorIs(t, err, ErrDelayUnsupported)
 		require.ErrorIs(t, err, rmqerr.ErrUnsupported)
-		require.ErrorContains(t, err, "1 attempt")
+		require.ErrorContains(t, err, "2 attempts", "each of the two brokers once")
 		require.NoError(t, p.Close(ctx))
 		require.Empty(t, drain(t, env, "later"), "nothing was stored")
 	})
@@ -311,6 +312,37 @@ func TestRemotingDelayNeedsA5xBroker(t *testing.T) {
 			return m != nil && m.DeliveryTime.Equal(at)
 		}, 20*time.Second, 100*time.Millisecond)
 	})
+}
+
+// The migration case: a logic topic on a 4.x cluster (no timer) and a 5.x
+// cluster. Delayed messages all land on the 5.x cluster, whatever the
+// picker chose first; the 4.x brokers' refusals cost them no health, so
+// they keep taking the messages without a delivery time.
+func TestDelayedSendsGoToTheClusterWithTheTimer(t *testing.T) {
+	old := startOneCluster(t, "old", embedded.Options{}, "later")
+	for _, b := range old.Clusters()[0].Brokers() {
+		b.SetRemotingVersion(407) // RocketMQ 4.9.7
+	}
+	cur := startOneCluster(t, "new", embedded.Options{}, "later")
+	cfg := config.Default()
+	oldCl, curCl := remotingCluster(old, "later"), remotingCluster(cur, "later")
+	oldCl.Weight, curCl.Weight = 300, 100 // the old cluster is picked first most of the time
+	cfg.Topics = map[string]config.Topic{"later": {Clusters: []config.Cluster{oldCl, curCl}}}
+	p := newProducer(t, WithConfig(cfg))
+	ctx := testCtx(t)
+	at := time.Now().Add(time.Hour)
+	for i := range 40 {
+		r, err := p.Send(ctx, &Message{Topic: "later", Body: []byte(fmt.Sprint(i)), DeliveryTime: at})
+		require.NoError(t, err)
+		require.Equal(t, "new", r.Cluster, "send %d", i)
+	}
+	plain := map[string]int{}
+	for i := range 200 {
+		r, err := p.Send(ctx, &Message{Topic: "later", Body: []byte(fmt.Sprint(i))})
+		require.NoError(t, err)
+		plain[r.Cluster]++
+	}
+	require.Greater(t, plain["old"], plain["new"], "the old cluster keeps its weight for plain messages: %v", plain)
 }
 
 // A remoting cluster whose name server cannot be reached has no route: a

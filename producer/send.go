@@ -44,6 +44,9 @@ type pending struct {
 	tried     []*failover.Handle[*brokerTarget]
 	attempts  int
 	rounds    int   // times every target was tried
+	// noTimer counts the targets of this round that refused the message's
+	// delivery time (ErrDelayUnsupported: a broker without the timer).
+	noTimer int
 	lastErr   error // the last failed attempt's error
 	refreshed bool  // routes were asked for on this send's behalf
 	sent      bool  // a failed attempt before this one may have reached a broker
@@ -343,7 +346,13 @@ func (p *Producer) pick(ctx context.Context, pd *pending) (*brokerTarget, int32,
 			cancel()
 			continue
 		}
+		if pd.noTimer > 0 && pd.noTimer == len(pd.tried) {
+			// Every target refused the delivery time: none has the timer,
+			// and another round would not give it one.
+			return nil, 0, pd.lastErr
+		}
 		pd.tried = pd.tried[:0]
+		pd.noTimer = 0
 		pd.rounds++
 		pause := min(time.Duration(1<<min(pd.rounds, 10))*10*time.Millisecond, time.Second)
 		timer := time.NewTimer(pause)
@@ -446,6 +455,17 @@ func pickGroup(pd *pending) (*failover.Handle[*brokerTarget], error) {
 // retryable decides whether a failed attempt goes on to another target, and
 // records the target as tried.
 func (p *Producer) retryable(ctx context.Context, pd *pending, err error) bool {
+	if errors.Is(err, ErrDelayUnsupported) && !ended(ctx) {
+		// The broker has no timer (RocketMQ 4.x over remoting); another
+		// cluster of the topic may have one (a migration maps a logic topic
+		// to a 4.x and a 5.x cluster). The refusal is the broker's version,
+		// not its health: the target is tried once per round, and a round
+		// in which every target refused ends the send (pick).
+		pd.tried = append(pd.tried, pd.handle)
+		pd.lastErr = err
+		pd.noTimer++
+		return true
+	}
 	if ended(ctx) || !retryableError(err) {
 		return false
 	}
