@@ -40,13 +40,13 @@ type pending struct {
 	groupHash uint64
 	start     time.Time
 
-	handle    *failover.Handle[*brokerTarget] // the current attempt's target
-	tried     []*failover.Handle[*brokerTarget]
-	attempts  int
-	rounds    int   // times every target was tried
+	handle   *failover.Handle[*brokerTarget] // the current attempt's target
+	tried    []*failover.Handle[*brokerTarget]
+	attempts int
+	rounds   int // times every target was tried
 	// noTimer counts the targets of this round that refused the message's
 	// delivery time (ErrDelayUnsupported: a broker without the timer).
-	noTimer int
+	noTimer   int
 	lastErr   error // the last failed attempt's error
 	refreshed bool  // routes were asked for on this send's behalf
 	sent      bool  // a failed attempt before this one may have reached a broker
