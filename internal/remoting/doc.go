@@ -85,7 +85,10 @@
 //     message id; a CHECK_TRANSACTION_STATE goes to the producer's
 //     driver.OrphanedTransactionFunc as a driver.ReceivedMessage (user
 //     properties only) and a commit or rollback is answered with
-//     END_TRANSACTION (fromTransactionCheck); unknown is not answered.
+//     END_TRANSACTION (fromTransactionCheck); unknown is not answered. At
+//     most eight checks run the checker at once, each for at most a
+//     minute, as over gRPC; a broker asking about more gets them answered
+//     when it asks again.
 //   - Delays: the broker's version is the MQVersion ordinal its answers
 //     carry (learnt from a heartbeat before the first delayed send). From
 //     5.0.0 (V5_0_0, ordinal 413) a DeliveryTime goes as

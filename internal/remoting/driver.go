@@ -20,6 +20,13 @@ import (
 	"github.com/twinmq/twinmq/rmqerr"
 )
 
+// maxConcurrentChecks bounds the checker calls in flight, and
+// checkTimeout one of them (the gRPC driver's bounds).
+const (
+	maxConcurrentChecks = 8
+	checkTimeout        = time.Minute
+)
+
 // ProducerGroupPrefix starts the producer group of a physical topic (see
 // ProducerGroupOf).
 const ProducerGroupPrefix = "twinmq-producer-"
@@ -91,12 +98,16 @@ type ProducerClient struct {
 	nsByAP  map[string]*NameServer
 	closed  bool
 
-	ids    *IDGenerator  // for a message sent without an id
-	kick   chan struct{} // asks the loop for a heartbeat round now
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	rr     atomic.Uint32
+	ids  *IDGenerator  // for a message sent without an id
+	kick chan struct{} // asks the loop for a heartbeat round now
+	// checking bounds the transaction checks that run the checker at once,
+	// as the gRPC driver does: a broker asking about many half messages
+	// at once gets the rest answered when it asks again.
+	checking chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+	rr       atomic.Uint32
 }
 
 type routeSlot struct {
@@ -136,7 +147,8 @@ func NewProducerClient(cfg ProducerConfig) (*ProducerClient, error) {
 		cfg.ClientID = "twinmq@" + NewIDGenerator().Next()
 	}
 	p := &ProducerClient{cfg: cfg, log: cfg.Logger, routes: map[string]*routeSlot{}, brokers: map[string]*brokerLink{},
-		nsByAP: map[string]*NameServer{}, ids: NewIDGenerator(), kick: make(chan struct{}, 1), done: make(chan struct{})}
+		nsByAP: map[string]*NameServer{}, ids: NewIDGenerator(), kick: make(chan struct{}, 1), done: make(chan struct{}),
+		checking: make(chan struct{}, maxConcurrentChecks)}
 	opts := append([]Option{WithLogger(cfg.Logger)}, cfg.Options...)
 	if cfg.TLS != nil {
 		opts = append(opts, WithTLS(cfg.TLS))
@@ -647,6 +659,15 @@ func (p *ProducerClient) handle(ctx context.Context, addr string, req *wire.Comm
 		p.log.Debug("remoting transaction check left unanswered: no checker", zap.String("broker", addr))
 		return &wire.Header{}, nil
 	}
+	select {
+	case p.checking <- struct{}{}:
+		defer func() { <-p.checking }()
+	default:
+		p.log.Debug("remoting transaction check left for later: too many checks in flight", zap.String("broker", addr))
+		return &wire.Header{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
 	tc, err := ParseTransactionCheck(addr, req)
 	if err != nil {
 		p.log.Warn("remoting transaction check unreadable", zap.String("broker", addr), zap.Error(err))

@@ -180,3 +180,42 @@ func TestConvertRoute(t *testing.T) {
 	require.Len(t, r.WritableQueues(), 3)
 	require.Equal(t, "ns:9876", r.AccessPoint)
 }
+
+// A broker asking about many half messages at once runs at most
+// maxConcurrentChecks checker calls; the rest are left for the broker to
+// ask again.
+func TestTransactionChecksAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	var running, most atomic.Int32
+	p, err := NewProducerClient(ProducerConfig{NameServers: []string{"127.0.0.1:1"},
+		OnOrphanedTransaction: func(ctx context.Context, _ string, _ *driver.ReceivedMessage, _ string) driver.TransactionResolution {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return driver.TransactionUnknown
+		}})
+	require.NoError(t, err)
+	defer func() { _ = p.Close(context.Background()) }()
+	body, err := wire.AppendMessageExt(nil, &wire.MessageExt{Topic: "t", BornHost: "127.0.0.1:1", StoreHost: "127.0.0.1:2",
+		SysFlag: wire.SysTransactionPrepare, Body: []byte("x"), Properties: map[string]string{}})
+	require.NoError(t, err)
+	req := &wire.Command{Header: wire.Header{Code: wire.CodeCheckTransactionState, Flag: wire.FlagOneway,
+		Ext: map[string]string{"msgId": "M", "transactionId": "T", "commitLogOffset": "1", "tranStateTableOffset": "1"}}, Body: body}
+	var wg sync.WaitGroup
+	for range 3 * maxConcurrentChecks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.handle(context.Background(), "127.0.0.1:2", req)
+		}()
+	}
+	require.Eventually(t, func() bool { return running.Load() == maxConcurrentChecks }, 10*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+	require.Equal(t, int32(maxConcurrentChecks), most.Load())
+}
