@@ -5,7 +5,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 2s
 
-.PHONY: all test vet lint race fmt-check example example-consumer example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet chaos dial-check
+.PHONY: all test vet lint race fmt-check example example-consumer example-migration example-fleet bench-store bench-wire bench-produce bench-consume bench-delay proto interop fuzz fleet chaos dial-check
 
 # Modules of their own under contrib/ (kept out of the core's dependencies);
 # make test vets and tests each of them too.
@@ -44,6 +44,12 @@ example:
 # which of them handled each message, received or forwarded.
 example-consumer:
 	$(GO) run ./examples/consumer
+
+# A logic topic moved live from a 4.x cluster over remoting to a 5.x
+# cluster over gRPC, by weights published as new configuration versions;
+# delayed messages go only to the cluster with a timer.
+example-migration:
+	$(GO) run ./examples/migration
 
 # Every benchmark target pipes its run through internal/benchfig, which
 # prints one FIGURE line per figure (the median when a figure is reported
