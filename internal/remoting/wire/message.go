@@ -116,3 +116,57 @@ func DecodeBatch(b []byte) ([]BatchMessage, error) {
 	}
 	return out, nil
 }
+
+// CheckProperty returns the error EncodeProperties gives a pair of which
+// the name or the value holds a separator character, nil for a pair it
+// accepts.
+func CheckProperty(name, value string) error {
+	if strings.ContainsAny(name, "\u0001\u0002") || strings.ContainsAny(value, "\u0001\u0002") {
+		return fmt.Errorf("%w: property %q holds a separator character", ErrMalformed, name)
+	}
+	return nil
+}
+
+// AppendProperty appends one pair as EncodeProperties writes it (name
+// \u0001 value \u0002); the caller has checked it (CheckProperty) and
+// writes the pairs in key order.
+func AppendProperty(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, nameSep)
+	dst = append(dst, value...)
+	return append(dst, valueSep)
+}
+
+// batchFixed is the size of a batch message's fields other than its body
+// and its properties.
+const batchFixed = 4 + 4 + 4 + 4 + 4 + 2
+
+// StartBatchMessage appends the start of one message of a batch body, the
+// same bytes AppendBatch writes for it up to its properties; the caller
+// appends the encoded properties (AppendProperty) and then calls
+// FinishBatchMessage with start, the length of dst before this call. So a
+// batch body is encoded in one buffer, with no string per message.
+func StartBatchMessage(dst []byte, flag int32, body []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, 0) // total size, set by FinishBatchMessage
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(flag))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)))
+	dst = append(dst, body...)
+	return binary.BigEndian.AppendUint16(dst, 0) // properties length, set by FinishBatchMessage
+}
+
+// FinishBatchMessage writes the sizes of the message begun at start (see
+// StartBatchMessage), message i of its batch, once its properties are
+// appended. Properties longer than a short are refused with the error
+// AppendBatch gives them.
+func FinishBatchMessage(dst []byte, start, i int) error {
+	bodyLen := int(binary.BigEndian.Uint32(dst[start+16:]))
+	pl := len(dst) - start - batchFixed - bodyLen
+	if pl > 0x7FFF {
+		return fmt.Errorf("%w: message %d: properties of %d bytes exceed a short", ErrMalformed, i, pl)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start))
+	binary.BigEndian.PutUint16(dst[start+batchFixed-2+bodyLen:], uint16(pl))
+	return nil
+}
