@@ -170,3 +170,72 @@ func FinishBatchMessage(dst []byte, start, i int) error {
 	binary.BigEndian.PutUint16(dst[start+batchFixed-2+bodyLen:], uint16(pl))
 	return nil
 }
+
+// Property is one decoded property pair.
+type Property struct{ Name, Value string }
+
+// AppendPropertyPairs appends the pairs of a properties string to dst, the
+// pairs DecodeProperties puts in its map, with no map: a pair without a
+// name separator is skipped and, of pairs of one name, one is kept with
+// the last value. Names and values are views of s.
+func AppendPropertyPairs(dst []Property, s string) []Property {
+	start := len(dst)
+	for len(s) > 0 {
+		item := s
+		if i := strings.IndexByte(s, valueSep); i >= 0 {
+			item, s = s[:i], s[i+1:]
+		} else {
+			s = ""
+		}
+		j := strings.IndexByte(item, nameSep)
+		if j < 0 {
+			continue
+		}
+		p := Property{Name: item[:j], Value: item[j+1:]}
+		if len(dst)-start > 32 {
+			return appendPairsIndexed(dst, start, p, s)
+		}
+		found := false
+		for k := start; k < len(dst) && !found; k++ {
+			if dst[k].Name == p.Name {
+				dst[k].Value, found = p.Value, true
+			}
+		}
+		if !found {
+			dst = append(dst, p)
+		}
+	}
+	return dst
+}
+
+// appendPairsIndexed goes on with AppendPropertyPairs past its first pairs
+// with an index of names, so that many properties cost no quadratic search.
+func appendPairsIndexed(dst []Property, start int, p Property, s string) []Property {
+	at := make(map[string]int, 2*(len(dst)-start))
+	for k := start; k < len(dst); k++ {
+		at[dst[k].Name] = k
+	}
+	for {
+		if k, ok := at[p.Name]; ok {
+			dst[k].Value = p.Value
+		} else {
+			at[p.Name] = len(dst)
+			dst = append(dst, p)
+		}
+		for {
+			if len(s) == 0 {
+				return dst
+			}
+			item := s
+			if i := strings.IndexByte(s, valueSep); i >= 0 {
+				item, s = s[:i], s[i+1:]
+			} else {
+				s = ""
+			}
+			if j := strings.IndexByte(item, nameSep); j >= 0 {
+				p = Property{Name: item[:j], Value: item[j+1:]}
+				break
+			}
+		}
+	}
+}

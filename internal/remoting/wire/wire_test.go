@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -195,5 +196,29 @@ func TestDecodeOffsetMessageID(t *testing.T) {
 	for _, bad := range []string{"", "7F000001", "8332FA6816C52633B8F500000001000X", "ABCDEF"} {
 		_, _, err := DecodeOffsetMessageID(bad)
 		require.ErrorIs(t, err, ErrMalformed, bad)
+	}
+}
+
+// AppendPropertyPairs yields DecodeProperties' map, duplicates (last value
+// kept), pairs without a name separator, empty names and values, and past
+// the count where it indexes names.
+func TestAppendPropertyPairsAsDecodeProperties(t *testing.T) {
+	many := ""
+	for i := range 100 {
+		many += fmt.Sprintf("k%d\x01v%d\x02", i%70, i)
+	}
+	for _, s := range []string{
+		"", "a\x011\x02", "a\x011", "junk\x02a\x011\x02b\x01\x02\x01empty name\x02",
+		"a\x011\x02b\x012\x02a\x013\x02", "x\x01y\x01z\x02\x02\x02", many, many + "k3\x01last\x02noSep",
+	} {
+		got := AppendPropertyPairs([]Property{{Name: "before", Value: "kept"}}, s)
+		require.Equal(t, Property{Name: "before", Value: "kept"}, got[0])
+		m := map[string]string{}
+		for _, p := range got[1:] {
+			_, dup := m[p.Name]
+			require.False(t, dup, "%q: %q twice", s, p.Name)
+			m[p.Name] = p.Value
+		}
+		require.Equal(t, DecodeProperties(s), m, "%q", s)
 	}
 }
