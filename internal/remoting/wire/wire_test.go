@@ -222,3 +222,26 @@ func TestAppendPropertyPairsAsDecodeProperties(t *testing.T) {
 		require.Equal(t, DecodeProperties(s), m, "%q", s)
 	}
 }
+
+// BenchmarkReadProperties reads a message's properties as the broker does:
+// into a map (DecodeProperties) and into pairs (AppendPropertyPairs).
+func BenchmarkReadProperties(b *testing.B) {
+	s := "KEYS\x01order-1\x02TAGS\x01TagA\x02UNIQ_KEY\x010A0B0C0D0E0F00112233445566778899\x02__lane\x01canary\x02"
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(DecodeProperties(s)) != 4 {
+				b.Fatal("pairs")
+			}
+		}
+	})
+	b.Run("pairs", func(b *testing.B) {
+		b.ReportAllocs()
+		var arr [24]Property
+		for b.Loop() {
+			if len(AppendPropertyPairs(arr[:0], s)) != 4 {
+				b.Fatal("pairs")
+			}
+		}
+	})
+}
