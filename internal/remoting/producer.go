@@ -96,12 +96,9 @@ func (g *IDGenerator) Next() string {
 // ErrInvalidMessage: a message the driver refuses before sending.
 var ErrInvalidMessage = fmt.Errorf("remoting: invalid message: %w", rmqerr.ErrBadRequest)
 
-// prop is one property pair; a KEYS value is keys, joined with spaces as
-// it is written.
-type prop struct {
-	k, v string
-	keys []string
-}
+// prop is one property pair. The pair named KEYS of a message with keys
+// has no v: the keys are written, joined with spaces.
+type prop struct{ k, v string }
 
 // maxStackProps is how many pairs appendProperties sorts without a heap
 // allocation.
@@ -131,7 +128,7 @@ func (m *Message) appendProperties(dst []byte, group string, wait bool) ([]byte,
 		ps = append(ps, prop{k: wire.PropTags, v: m.Tag})
 	}
 	if len(m.Keys) > 0 {
-		ps = append(ps, prop{k: wire.PropKeys, keys: m.Keys})
+		ps = append(ps, prop{k: wire.PropKeys}) // the keys, written below
 	}
 	if m.Group != "" {
 		ps = append(ps, prop{k: wire.PropShardingKey, v: m.Group})
@@ -162,23 +159,24 @@ user:
 	slices.SortFunc(ps, func(a, b prop) int { return strings.Compare(a.k, b.k) })
 	for i := range ps {
 		p := &ps[i]
-		if p.keys == nil {
+		if p.k != wire.PropKeys || len(m.Keys) == 0 {
 			if err := wire.CheckProperty(p.k, p.v); err != nil {
 				return dst, err
 			}
 			dst = wire.AppendProperty(dst, p.k, p.v)
 			continue
 		}
-		// The keys hold no space; their joined value holds a separator
-		// exactly when one of them does.
-		for _, key := range p.keys {
+		// The message's keys (a user's KEYS gave way to them). They hold
+		// no space; their joined value holds a separator exactly when one
+		// of them does.
+		for _, key := range m.Keys {
 			if err := wire.CheckProperty(p.k, key); err != nil {
 				return dst, err
 			}
 		}
 		dst = append(dst, p.k...)
 		dst = append(dst, 1)
-		for j, key := range p.keys {
+		for j, key := range m.Keys {
 			if j > 0 {
 				dst = append(dst, ' ')
 			}

@@ -121,10 +121,15 @@ func DecodeBatch(b []byte) ([]BatchMessage, error) {
 // the name or the value holds a separator character, nil for a pair it
 // accepts.
 func CheckProperty(name, value string) error {
-	if strings.ContainsAny(name, "\u0001\u0002") || strings.ContainsAny(value, "\u0001\u0002") {
+	if hasSeparator(name) || hasSeparator(value) {
 		return fmt.Errorf("%w: property %q holds a separator character", ErrMalformed, name)
 	}
 	return nil
+}
+
+// hasSeparator reports whether s holds \u0001 or \u0002.
+func hasSeparator(s string) bool {
+	return strings.IndexByte(s, nameSep) >= 0 || strings.IndexByte(s, valueSep) >= 0
 }
 
 // AppendProperty appends one pair as EncodeProperties writes it (name
