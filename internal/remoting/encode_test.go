@@ -270,3 +270,29 @@ func BenchmarkBatchBody(b *testing.B) {
 		}
 	})
 }
+
+// Any message encodes as the map encoder encodes it, or is refused with
+// its error.
+func FuzzPropertiesEncode(f *testing.F) {
+	f.Add("TagA", "k1 k2", "g", "tc", "__lane", "canary", "TAGS", "x", false)
+	f.Add("a|b", "", "", "", "WAIT", "false", "a\x01", "\x02", true)
+	f.Fuzz(func(t *testing.T, tag, keys, group, trace, k1, v1, k2, v2 string, tx bool) {
+		m := &Message{Topic: "t", ID: "ID", Tag: tag, Group: group, TraceContext: trace, Transaction: tx,
+			Properties: map[string]string{k1: v1, k2: v2}}
+		if keys != "" {
+			m.Keys = strings.Split(keys, ",")
+		}
+		want, werr := mapProperties(m, "pg")
+		var ws string
+		if werr == nil {
+			ws, werr = wire.EncodeProperties(want)
+		}
+		got, gerr := m.appendProperties(nil, "pg", true)
+		if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
+			t.Fatalf("errors: map %v, direct %v", werr, gerr)
+		}
+		if werr == nil && ws != string(got) {
+			t.Fatalf("map %q, direct %q", ws, got)
+		}
+	})
+}

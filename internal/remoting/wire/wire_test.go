@@ -148,7 +148,16 @@ func FuzzDecodeHeader(f *testing.F) {
 		if err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("untyped error %v", err)
 		}
-		_ = DecodeProperties(string(b))
+		m := DecodeProperties(string(b))
+		pairs := AppendPropertyPairs(nil, string(b))
+		if len(pairs) != len(m) {
+			t.Fatalf("%d pairs, %d properties", len(pairs), len(m))
+		}
+		for _, p := range pairs {
+			if v, ok := m[p.Name]; !ok || v != p.Value {
+				t.Fatalf("pair %q=%q, property %q", p.Name, p.Value, v)
+			}
+		}
 		if _, err := DecodeBatch(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("untyped batch error %v", err)
 		}
