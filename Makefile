@@ -161,7 +161,7 @@ FUZZ_TARGETS := \
 	./config:FuzzParse ./lane:FuzzParse \
 	./internal/remoting/wire:FuzzDecodeFrame ./internal/remoting/wire:FuzzDecodeHeader \
 	./internal/remoting/wire:FuzzDecodeMessageExts ./internal/remoting/wire:FuzzJSONHeaderFastPath \
-	./internal/remoting:FuzzQuoteNumericKeys
+	./internal/remoting:FuzzQuoteNumericKeys ./internal/remoting:FuzzPropertiesEncode
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -197,6 +197,17 @@
 // auth.Publisher. The response of the wire path encodes itself as well
 // (sendReply: the bytes proto.Marshal writes, at half its cost for a batch).
 //
+// The remoting server reads each connection in one goroutine and hands its
+// requests to workers of the connection: an idle one, or a new one when
+// none is idle, so a request that waits (a send held for a flush or by a
+// fault) never stops the read loop or delays the answers behind it. Up to
+// 16 workers stay for the next requests (their stacks grown); the rest end
+// after their request. Answers are encoded into the connection's write
+// queue and coalesced as the remoting client's requests are (one writer at
+// a time writes all that is queued), and send properties are read into
+// pairs, not a map. Every worker ends with its connection, which Close
+// waits for.
+//
 // # Fault injection
 //
 // Faults (pause, added latency, fail the next N calls with gRPC UNAVAILABLE

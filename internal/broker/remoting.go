@@ -69,17 +69,92 @@ func (b *Broker) SetRemotingVersion(version int32) {
 	}
 }
 
-// remConn is a client connection; writes to it are serialized.
+// remConn is a client connection. Writes to it are coalesced as the
+// remoting client's are: a frame is appended to buf and, unless a write is
+// under way, its writer writes buf (its frame and any queued before it) in
+// one write, then goes on writing what was queued meanwhile until buf is
+// empty; a writer that finds a write under way leaves its frame to it. So
+// under load many responses leave in one syscall, and a response alone
+// leaves at once.
 type remConn struct {
-	c   net.Conn
-	wmu sync.Mutex
+	c net.Conn
+
+	mu      sync.Mutex
+	buf     []byte // frames not yet written
+	spare   []byte // the buffer last written, reused
+	writing bool   // a writer is in its loop
+	err     error  // a write failed: nothing more is written
 }
 
+// remMaxSpare is the largest write buffer a connection keeps for reuse.
+const remMaxSpare = 1 << 20
+
+// write queues a whole frame and writes the queue unless a write is under
+// way. A nil error means the frame was written or queued behind a write
+// under way.
 func (rc *remConn) write(frame []byte) error {
-	rc.wmu.Lock()
-	defer rc.wmu.Unlock()
-	_, err := rc.c.Write(frame)
-	return err
+	rc.mu.Lock()
+	if rc.err != nil {
+		err := rc.err
+		rc.mu.Unlock()
+		return err
+	}
+	rc.buf = append(rc.buf, frame...)
+	return rc.flushLocked()
+}
+
+// errEncode marks a response that could not be encoded (the connection is
+// not at fault).
+var errEncode = errors.New("remoting: cannot encode a response")
+
+// respond queues the response h with body, encoded straight into the
+// queue, and writes the queue unless a write is under way.
+func (rc *remConn) respond(h *wire.Header, body []byte, t wire.SerializeType) error {
+	rc.mu.Lock()
+	if rc.err != nil {
+		err := rc.err
+		rc.mu.Unlock()
+		return err
+	}
+	n := len(rc.buf)
+	buf, err := wire.AppendFrame(rc.buf, h, body, t)
+	if err != nil {
+		rc.buf = buf[:n]
+		rc.mu.Unlock()
+		return fmt.Errorf("%w: %w", errEncode, err)
+	}
+	rc.buf = buf
+	return rc.flushLocked()
+}
+
+// flushLocked writes the queue until it is empty, unless another writer
+// is at it; rc.mu is held on entry and released on return. A failed write
+// closes the connection (its read loop then ends it).
+func (rc *remConn) flushLocked() error {
+	if rc.writing {
+		rc.mu.Unlock()
+		return nil
+	}
+	rc.writing = true
+	for len(rc.buf) > 0 {
+		out := rc.buf
+		rc.buf, rc.spare = rc.spare[:0], nil
+		rc.mu.Unlock()
+		_, err := rc.c.Write(out)
+		rc.mu.Lock()
+		if cap(out) <= remMaxSpare {
+			rc.spare = out[:0]
+		}
+		if err != nil {
+			rc.err, rc.buf, rc.writing = err, nil, false
+			rc.mu.Unlock()
+			_ = rc.c.Close()
+			return err
+		}
+	}
+	rc.writing = false
+	rc.mu.Unlock()
+	return nil
 }
 
 func newRemotingServer(b *Broker, lis net.Listener) *remotingServer {
@@ -153,8 +228,22 @@ func (s *remotingServer) serveConn(rc *remConn) {
 	if err != nil {
 		host = c.RemoteAddr().String()
 	}
-	var reqs sync.WaitGroup
-	defer reqs.Wait()
+	// Requests are served by workers of the connection, so that a send
+	// waiting (for a flush, a fault's pause) never holds up the read loop
+	// or the requests behind it: a request goes to an idle worker, or to a
+	// new one when none is idle. Up to remKeptWorkers of them stay for the
+	// next requests (their stacks already grown); the others end after
+	// their request, as one goroutine per request did. They all end, and
+	// are waited for, with the connection.
+	var (
+		reqs sync.WaitGroup
+		kept atomic.Int32
+	)
+	jobs := make(chan *wire.Command)
+	defer func() {
+		close(jobs)
+		reqs.Wait()
+	}()
 	r := bufio.NewReaderSize(c, 32<<10)
 	for {
 		req, err := wire.ReadFrame(r, s.b.cfg.Limits.MaxBodySize+wire.DefaultMaxFrame)
@@ -164,23 +253,41 @@ func (s *remotingServer) serveConn(rc *remConn) {
 		if req.IsResponse() {
 			continue // answers to requests this server does not send yet
 		}
-		reqs.Add(1)
-		go func() {
-			defer reqs.Done()
-			h, body := s.handle(rc, host, req)
-			if req.IsOneway() {
-				return
-			}
-			h.Opaque, h.Flag, h.Language, h.Version = req.Opaque, wire.FlagResponse, wire.LangJava, s.version.Load()
-			frame, err := wire.AppendFrame(nil, h, body, req.Serialize)
-			if err != nil {
-				s.b.log.Warn("remoting: cannot encode a response", zap.Error(err))
-				return
-			}
-			if err := rc.write(frame); err != nil {
-				_ = c.Close()
-			}
-		}()
+		select {
+		case jobs <- req:
+		default:
+			reqs.Add(1)
+			go s.worker(rc, host, req, jobs, &reqs, &kept)
+		}
+	}
+}
+
+// remKeptWorkers is how many workers a connection keeps between requests.
+const remKeptWorkers = 16
+
+// worker serves req, then, while fewer than remKeptWorkers are kept, the
+// connection's next requests until it ends.
+func (s *remotingServer) worker(rc *remConn, host string, req *wire.Command, jobs <-chan *wire.Command, reqs *sync.WaitGroup, kept *atomic.Int32) {
+	defer reqs.Done()
+	s.serveRequest(rc, host, req)
+	if kept.Add(1) > remKeptWorkers {
+		kept.Add(-1)
+		return
+	}
+	for req := range jobs {
+		s.serveRequest(rc, host, req)
+	}
+}
+
+// serveRequest handles req and writes its response (none for a oneway).
+func (s *remotingServer) serveRequest(rc *remConn, host string, req *wire.Command) {
+	h, body := s.handle(rc, host, req)
+	if req.IsOneway() {
+		return
+	}
+	h.Opaque, h.Flag, h.Language, h.Version = req.Opaque, wire.FlagResponse, wire.LangJava, s.version.Load()
+	if err := rc.respond(h, body, req.Serialize); errors.Is(err, errEncode) {
+		s.b.log.Warn("remoting: cannot encode a response", zap.Error(err))
 	}
 }
 
@@ -277,6 +384,7 @@ func (s *remotingServer) send(host string, req *wire.Command) *wire.Header {
 		if err != nil {
 			return remErr(wire.RespMessageIllegal, "batch body: %v", err)
 		}
+		msgs = make([]sendMsg, 0, len(batch))
 		for _, m := range batch {
 			sm, h := s.sendMsgOf(topic, qid, int32(sysFlag), born, int32(reconsume), host, m.Properties, m.Body)
 			if h != nil {
@@ -442,7 +550,9 @@ func (s *remotingServer) sendMsgOf(topic string, qid, sysFlag int32, born int64,
 	if sysFlag&wire.SysCompressed != 0 {
 		m.bodyEncoding = rmqpb.Encoding_GZIP
 	}
-	for k, v := range wire.DecodeProperties(props) {
+	var arr [24]wire.Property
+	for _, p := range wire.AppendPropertyPairs(arr[:0], props) {
+		k, v := p.Name, p.Value
 		switch k {
 		case wire.PropTags:
 			m.hasTag, m.tag = true, v

@@ -88,3 +88,53 @@ func TestRemotingServerAnswers(t *testing.T) {
 	resp := rawRemoting(t, addr, remotingSendHeader("normal", "UNIQ_KEY\x01ID-2\x02"), []byte("x"), wire.JSON)
 	require.Equal(t, wire.RespSuccess, resp.Code)
 }
+
+// Sends held on one connection (here by a pause, as a send waiting for a
+// flush is held) hold up neither the requests behind them on the same
+// connection nor their answers: more sends than the connection keeps
+// workers are held, a heartbeat sent after them is answered at once, and
+// every send is answered, stored, once released.
+func TestRemotingHeldSendsDoNotStallTheConnection(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.RemotingListen = "127.0.0.1:0"
+	cfg.Faults = &Faults{}
+	b := startBroker(t, cfg)
+	c, err := net.DialTimeout("tcp", b.RemotingAddr(), 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
+
+	cfg.Faults.Pause()
+	defer cfg.Faults.Resume()
+	const held = 3 * remKeptWorkers
+	var frames []byte
+	for i := range held {
+		h := remotingSendHeader("normal", "UNIQ_KEY\x01HELD-"+strconv.Itoa(i)+"\x02")
+		h.Opaque = int32(1 + i)
+		frames, err = wire.AppendFrame(frames, h, []byte("x"), wire.JSON)
+		require.NoError(t, err)
+	}
+	frames, err = wire.AppendFrame(frames, &wire.Header{Code: wire.CodeHeartbeat, Opaque: 1000},
+		[]byte(`{"clientID":"c","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[]}`), wire.JSON)
+	require.NoError(t, err)
+	_, err = c.Write(frames)
+	require.NoError(t, err)
+
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := wire.ReadFrame(c, 0)
+	require.NoError(t, err, "the heartbeat behind held sends is answered")
+	require.Equal(t, int32(1000), resp.Opaque)
+	require.Equal(t, wire.RespSuccess, resp.Code, resp.Remark)
+
+	cfg.Faults.Resume()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
+	seen := map[int32]bool{}
+	for range held {
+		resp, err := wire.ReadFrame(c, 0)
+		require.NoError(t, err)
+		require.Equal(t, wire.RespSuccess, resp.Code, resp.Remark)
+		require.Equal(t, "HELD-"+strconv.Itoa(int(resp.Opaque-1)), resp.Ext[wire.RespMsgID])
+		seen[resp.Opaque] = true
+	}
+	require.Len(t, seen, held)
+}

@@ -123,6 +123,7 @@ type Client struct {
 	opaque atomic.Int32
 	macs   sync.Pool // of hash.Hash: HMAC-SHA1 keyed with the secret key
 	heads  sync.Pool // of *[]byte: frame heads being encoded
+	bodies sync.Pool // of *[]byte: batch bodies being encoded (a frame's body is copied when queued)
 
 	mu     sync.Mutex
 	conns  map[string]*conn
@@ -146,6 +147,7 @@ func New(opts ...Option) *Client {
 		c.macs.New = func() any { return hmac.New(sha1.New, secret) }
 	}
 	c.heads.New = func() any { b := make([]byte, 0, 512); return &b }
+	c.bodies.New = func() any { return new([]byte) }
 	return c
 }
 

@@ -35,6 +35,11 @@
 //     encoding/json (wire). JSON stays the default serialization, as
 //     Java's: RocketMQ 5.4.0 accepts binary request headers but answers
 //     in its own serialization (JSON), so the binary form saves little.
+//     A batch body is encoded in one pooled buffer, each message's
+//     properties written straight into it in key order (no map or string
+//     per message; byte for byte what wire.EncodeProperties writes for the
+//     same properties), and reused once its frame is queued (the queue
+//     holds a copy).
 //   - NameServer: GET_ROUTEINFO_BY_TOPIC with a parser that accepts
 //     fastjson's non-string map keys ({0:"host:port"}), failover across
 //     several name servers, and a periodic refresh helper.

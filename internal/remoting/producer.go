@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -85,48 +85,114 @@ func (g *IDGenerator) Next() string {
 	copy(b[:], g.prefix[:])
 	binary.BigEndian.PutUint32(b[10:], uint32(time.Since(g.start).Milliseconds()))
 	binary.BigEndian.PutUint16(b[14:], uint16(g.seq.Add(1)))
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	const digits = "0123456789ABCDEF"
+	var id [32]byte
+	for i, v := range b {
+		id[2*i], id[2*i+1] = digits[v>>4], digits[v&15]
+	}
+	return string(id[:])
 }
 
 // ErrInvalidMessage: a message the driver refuses before sending.
 var ErrInvalidMessage = fmt.Errorf("remoting: invalid message: %w", rmqerr.ErrBadRequest)
 
-// properties builds a message's property map as RocketMQ does.
-func (m *Message) properties(group string) (map[string]string, error) {
-	p := make(map[string]string, len(m.Properties)+6)
-	for k, v := range m.Properties {
-		p[k] = v
-	}
-	if m.Tag != "" {
+// prop is one property pair. The pair named KEYS of a message with keys
+// has no v: the keys are written, joined with spaces.
+type prop struct{ k, v string }
+
+// maxStackProps is how many pairs appendProperties sorts without a heap
+// allocation.
+const maxStackProps = 16
+
+// appendProperties appends m's properties in RocketMQ's encoding (see
+// wire.EncodeProperties) to dst, with no map: the user's properties, then
+// tag, keys, sharding key (the message group), trace context, UNIQ_KEY,
+// WAIT=true when wait (a batch's messages carry none: the batch has it) and
+// the transaction's pair, the system ones replacing a user property of the
+// same name (and a user's WAIT dropped either way), written in key order.
+// The bytes are those of wire.EncodeProperties over the same map.
+func (m *Message) appendProperties(dst []byte, group string, wait bool) ([]byte, error) {
+	if m.Tag != "" && strings.Contains(m.Tag, "|") {
 		// RocketMQ brokers store such a tag as is, and no tag
 		// expression can select it ("a|b" means a or b).
-		if strings.Contains(m.Tag, "|") {
-			return nil, fmt.Errorf("%w: tag %q holds '|' (the separator of tag expressions)", ErrInvalidMessage, m.Tag)
+		return dst, fmt.Errorf("%w: tag %q holds '|' (the separator of tag expressions)", ErrInvalidMessage, m.Tag)
+	}
+	for _, k := range m.Keys {
+		if strings.Contains(k, " ") {
+			return dst, fmt.Errorf("%w: key %q holds a space (RocketMQ joins keys with spaces)", ErrInvalidMessage, k)
 		}
-		p[wire.PropTags] = m.Tag
+	}
+	var arr [maxStackProps]prop
+	ps := arr[:0]
+	if m.Tag != "" {
+		ps = append(ps, prop{k: wire.PropTags, v: m.Tag})
 	}
 	if len(m.Keys) > 0 {
-		for _, k := range m.Keys {
-			if strings.Contains(k, " ") {
-				return nil, fmt.Errorf("%w: key %q holds a space (RocketMQ joins keys with spaces)", ErrInvalidMessage, k)
-			}
-		}
-		p[wire.PropKeys] = strings.Join(m.Keys, " ")
+		ps = append(ps, prop{k: wire.PropKeys}) // the keys, written below
 	}
 	if m.Group != "" {
-		p[wire.PropShardingKey] = m.Group
+		ps = append(ps, prop{k: wire.PropShardingKey, v: m.Group})
 	}
 	if m.TraceContext != "" {
-		p[wire.PropTraceContext] = m.TraceContext
+		ps = append(ps, prop{k: wire.PropTraceContext, v: m.TraceContext})
 	}
-	p[wire.PropUniqKey] = m.ID
-	p[wire.PropWait] = "true"
+	ps = append(ps, prop{k: wire.PropUniqKey, v: m.ID})
+	if wait {
+		ps = append(ps, prop{k: wire.PropWait, v: "true"})
+	}
 	if m.Transaction {
-		p[wire.PropTranMsg] = "true"
-		p[wire.PropProducerGroup] = group
+		ps = append(ps, prop{k: wire.PropTranMsg, v: "true"}, prop{k: wire.PropProducerGroup, v: group})
 	}
-	return p, nil
+	sys := len(ps)
+user:
+	for k, v := range m.Properties {
+		if k == wire.PropWait {
+			continue
+		}
+		for i := range sys {
+			if ps[i].k == k {
+				continue user
+			}
+		}
+		ps = append(ps, prop{k: k, v: v})
+	}
+	slices.SortFunc(ps, func(a, b prop) int { return strings.Compare(a.k, b.k) })
+	for i := range ps {
+		p := &ps[i]
+		if p.k != wire.PropKeys || len(m.Keys) == 0 {
+			if err := wire.CheckProperty(p.k, p.v); err != nil {
+				return dst, err
+			}
+			dst = wire.AppendProperty(dst, p.k, p.v)
+			continue
+		}
+		// The message's keys (a user's KEYS gave way to them). They hold
+		// no space; their joined value holds a separator exactly when one
+		// of them does.
+		for _, key := range m.Keys {
+			if err := wire.CheckProperty(p.k, key); err != nil {
+				return dst, err
+			}
+		}
+		dst = append(dst, p.k...)
+		dst = append(dst, 1)
+		for j, key := range m.Keys {
+			if j > 0 {
+				dst = append(dst, ' ')
+			}
+			dst = append(dst, key...)
+		}
+		dst = append(dst, 2)
+	}
+	return dst, nil
 }
+
+// batchProperties are a batch's own properties (the header's), the
+// encoding of WAIT=true.
+const batchProperties = wire.PropWait + "\x01true\x02"
+
+// maxPooledBody is the largest batch body buffer kept for reuse.
+const maxPooledBody = 4 << 20
 
 func checkMessages(msgs []*Message) error {
 	if len(msgs) == 0 {
@@ -169,14 +235,15 @@ func (c *Client) Send(ctx context.Context, ids *IDGenerator, t SendTarget, m *Me
 	if m.ID == "" {
 		m.ID = ids.Next()
 	}
-	p, err := m.properties(t.ProducerGroup)
+	var pb [256]byte
+	pp, err := m.appendProperties(pb[:0], t.ProducerGroup, true)
 	if err != nil {
-		return SendResult{}, err
-	}
-	ps, err := wire.EncodeProperties(p)
-	if err != nil {
+		if errors.Is(err, ErrInvalidMessage) {
+			return SendResult{}, err
+		}
 		return SendResult{}, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
+	ps := string(pp)
 	if len(ps) > 0x7FFF {
 		return SendResult{}, fmt.Errorf("%w: properties of %d bytes exceed RocketMQ's 32767", ErrInvalidMessage, len(ps))
 	}
@@ -212,41 +279,30 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 	if err := checkMessages(msgs); err != nil {
 		return nil, err
 	}
-	bm := make([]wire.BatchMessage, len(msgs))
-	uniq := make([]string, len(msgs))
-	for i, m := range msgs {
-		if m.ID == "" {
-			m.ID = ids.Next()
+	var err error
+	bp := c.bodies.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBody {
+			c.bodies.Put(bp)
 		}
-		uniq[i] = m.ID
-		if m.Transaction {
-			return nil, fmt.Errorf("%w: message %d: a transactional message cannot be sent in a batch", ErrInvalidMessage, i)
-		}
-		p, err := m.properties(t.ProducerGroup)
-		if err != nil {
-			return nil, err
-		}
-		delete(p, wire.PropWait)
-		ps, err := wire.EncodeProperties(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, i, err)
-		}
-		bm[i] = wire.BatchMessage{Body: m.Body, Properties: ps}
+	}()
+	size := 0
+	for _, m := range msgs {
+		size += 22 + len(m.Body) + 128
 	}
-	body, err := wire.AppendBatch(nil, bm)
+	body := slices.Grow((*bp)[:0], size)
+	uniq := make([]string, len(msgs))
+	body, err = appendBatchBody(body, ids, t.ProducerGroup, msgs, uniq)
+	*bp = body
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+		return nil, err
 	}
 	// The batch's own properties, as the Java client's MessageBatch has
 	// them: WAIT only. A broker appends them to every message of the batch
 	// when it stores it, so a UNIQ_KEY here (the ids joined) would replace
 	// each message's own id for its readers (RocketMQ 4.9.7 does exactly
 	// that).
-	hp, err := wire.EncodeProperties(map[string]string{wire.PropWait: "true"})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
-	}
-	h := sendHeader(t, msgs[0].Topic, hp, true)
+	h := sendHeader(t, msgs[0].Topic, batchProperties, true)
 	h.Code = wire.CodeSendBatchMessage
 	resp, err := c.Invoke(ctx, t.Addr, h, body)
 	if err != nil {
@@ -265,12 +321,47 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 		out[i] = SendResult{ID: uniq[i], QueueID: first.QueueID, QueueOffset: first.QueueOffset + int64(i), BrokerVersion: first.BrokerVersion}
 		if len(offsetIDs) == len(msgs) {
 			out[i].OffsetID = offsetIDs[i]
-			if _, clo, err := wire.DecodeOffsetMessageID(offsetIDs[i]); err == nil {
+			if clo, ok := wire.OffsetOfMessageID(offsetIDs[i]); ok {
 				out[i].CommitLogOffset = clo
 			}
 		}
 	}
 	return out, nil
+}
+
+// appendBatchBody appends the batch body of msgs (wire.AppendBatch's
+// encoding), giving each message without an id a fresh one and its id in
+// uniq[i]. It checks the messages in order and fails at the first refused,
+// as the encoding through a property map did; properties too long for a
+// short are refused once every message passed the other checks.
+func appendBatchBody(body []byte, ids *IDGenerator, group string, msgs []*Message, uniq []string) ([]byte, error) {
+	var tooLong error
+	for i, m := range msgs {
+		if m.ID == "" {
+			m.ID = ids.Next()
+		}
+		uniq[i] = m.ID
+		if m.Transaction {
+			return body, fmt.Errorf("%w: message %d: a transactional message cannot be sent in a batch", ErrInvalidMessage, i)
+		}
+		start := len(body)
+		body = wire.StartBatchMessage(body, 0, m.Body)
+		var err error
+		body, err = m.appendProperties(body, group, false)
+		if err != nil {
+			if errors.Is(err, ErrInvalidMessage) {
+				return body, err
+			}
+			return body, fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, i, err)
+		}
+		if err := wire.FinishBatchMessage(body, start, i); err != nil && tooLong == nil {
+			tooLong = err
+		}
+	}
+	if tooLong != nil {
+		return body, fmt.Errorf("%w: %w", ErrInvalidMessage, tooLong)
+	}
+	return body, nil
 }
 
 func parseSendResponse(addr string, resp *wire.Command) (SendResult, error) {
@@ -281,7 +372,7 @@ func parseSendResponse(addr string, resp *wire.Command) (SendResult, error) {
 	}
 	r := SendResult{OffsetID: resp.Ext[wire.RespMsgID], QueueID: int32(qid), QueueOffset: off,
 		TransactionID: resp.Ext[wire.RespTxID], BrokerVersion: Version(resp.Version)}
-	if _, clo, err := wire.DecodeOffsetMessageID(r.OffsetID); err == nil {
+	if clo, ok := wire.OffsetOfMessageID(r.OffsetID); ok {
 		r.CommitLogOffset = clo
 	}
 	return r, nil

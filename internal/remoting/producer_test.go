@@ -177,7 +177,7 @@ func TestBatchHeaderCarriesNoIDs(t *testing.T) {
 // A tag with '|' is refused before it is sent: RocketMQ brokers store it,
 // and no subscription could select it.
 func TestTagWithSeparatorRefused(t *testing.T) {
-	_, err := (&Message{Topic: "t", Tag: "a|b", Body: []byte("x")}).properties("g")
+	_, err := (&Message{Topic: "t", Tag: "a|b", Body: []byte("x")}).appendProperties(nil, "g", true)
 	require.ErrorIs(t, err, ErrInvalidMessage)
 	require.ErrorIs(t, err, rmqerr.ErrBadRequest)
 }

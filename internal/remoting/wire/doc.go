@@ -21,7 +21,11 @@
 // The encoders append into the caller's buffer (AppendFrameHead writes a
 // frame up to its body without copying the header): the JSON one by hand,
 // with encoding/json's escaping, the extFields in map order (servers read
-// them into a map).
+// them into a map). A batch body can be written in one buffer without a
+// string per message: StartBatchMessage, the pairs (CheckProperty,
+// AppendProperty, in key order), FinishBatchMessage; AppendPropertyPairs
+// reads a properties string into pairs (as DecodeProperties' map, with no
+// map).
 //
 // # Signature
 //

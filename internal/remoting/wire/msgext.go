@@ -177,3 +177,31 @@ func DecodeOffsetMessageID(id string) (host string, commitLogOffset int64, err e
 	}
 	return h, off, nil
 }
+
+// OffsetOfMessageID returns the commit log offset of an offset message id,
+// accepting exactly the ids DecodeOffsetMessageID accepts (ok is false for
+// the others) without building the host's string.
+func OffsetOfMessageID(id string) (commitLogOffset int64, ok bool) {
+	if len(id) != 32 && len(id) != 56 {
+		return 0, false
+	}
+	var off uint64
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		if i >= len(id)-16 {
+			off = off<<4 | uint64(v)
+		}
+	}
+	return int64(off), true
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -147,7 +148,16 @@ func FuzzDecodeHeader(f *testing.F) {
 		if err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("untyped error %v", err)
 		}
-		_ = DecodeProperties(string(b))
+		m := DecodeProperties(string(b))
+		pairs := AppendPropertyPairs(nil, string(b))
+		if len(pairs) != len(m) {
+			t.Fatalf("%d pairs, %d properties", len(pairs), len(m))
+		}
+		for _, p := range pairs {
+			if v, ok := m[p.Name]; !ok || v != p.Value {
+				t.Fatalf("pair %q=%q, property %q", p.Name, p.Value, v)
+			}
+		}
 		if _, err := DecodeBatch(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("untyped batch error %v", err)
 		}
@@ -196,4 +206,51 @@ func TestDecodeOffsetMessageID(t *testing.T) {
 		_, _, err := DecodeOffsetMessageID(bad)
 		require.ErrorIs(t, err, ErrMalformed, bad)
 	}
+}
+
+// AppendPropertyPairs yields DecodeProperties' map, duplicates (last value
+// kept), pairs without a name separator, empty names and values, and past
+// the count where it indexes names.
+func TestAppendPropertyPairsAsDecodeProperties(t *testing.T) {
+	many := ""
+	for i := range 100 {
+		many += fmt.Sprintf("k%d\x01v%d\x02", i%70, i)
+	}
+	for _, s := range []string{
+		"", "a\x011\x02", "a\x011", "junk\x02a\x011\x02b\x01\x02\x01empty name\x02",
+		"a\x011\x02b\x012\x02a\x013\x02", "x\x01y\x01z\x02\x02\x02", many, many + "k3\x01last\x02noSep",
+	} {
+		got := AppendPropertyPairs([]Property{{Name: "before", Value: "kept"}}, s)
+		require.Equal(t, Property{Name: "before", Value: "kept"}, got[0])
+		m := map[string]string{}
+		for _, p := range got[1:] {
+			_, dup := m[p.Name]
+			require.False(t, dup, "%q: %q twice", s, p.Name)
+			m[p.Name] = p.Value
+		}
+		require.Equal(t, DecodeProperties(s), m, "%q", s)
+	}
+}
+
+// BenchmarkReadProperties reads a message's properties as the broker does:
+// into a map (DecodeProperties) and into pairs (AppendPropertyPairs).
+func BenchmarkReadProperties(b *testing.B) {
+	s := "KEYS\x01order-1\x02TAGS\x01TagA\x02UNIQ_KEY\x010A0B0C0D0E0F00112233445566778899\x02__lane\x01canary\x02"
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(DecodeProperties(s)) != 4 {
+				b.Fatal("pairs")
+			}
+		}
+	})
+	b.Run("pairs", func(b *testing.B) {
+		b.ReportAllocs()
+		var arr [24]Property
+		for b.Loop() {
+			if len(AppendPropertyPairs(arr[:0], s)) != 4 {
+				b.Fatal("pairs")
+			}
+		}
+	})
 }
