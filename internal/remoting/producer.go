@@ -263,6 +263,11 @@ func (c *Client) Send(ctx context.Context, ids *IDGenerator, t SendTarget, m *Me
 		return SendResult{}, err
 	}
 	res.ID = m.ID
+	if res.OffsetID == res.ID {
+		// The broker answered the client's own id (the embedded broker
+		// does): it holds no commit log offset.
+		res.CommitLogOffset = 0
+	}
 	if m.Transaction && res.TransactionID == "" {
 		// 5.x brokers answer the transaction id (the message's UNIQ_KEY);
 		// 4.x brokers answer none and take the same value from the
@@ -321,7 +326,7 @@ func (c *Client) SendBatch(ctx context.Context, ids *IDGenerator, t SendTarget, 
 		out[i] = SendResult{ID: uniq[i], QueueID: first.QueueID, QueueOffset: first.QueueOffset + int64(i), BrokerVersion: first.BrokerVersion}
 		if len(offsetIDs) == len(msgs) {
 			out[i].OffsetID = offsetIDs[i]
-			if clo, ok := wire.OffsetOfMessageID(offsetIDs[i]); ok {
+			if clo, ok := wire.OffsetOfMessageID(offsetIDs[i]); ok && offsetIDs[i] != uniq[i] {
 				out[i].CommitLogOffset = clo
 			}
 		}

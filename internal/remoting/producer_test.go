@@ -74,6 +74,24 @@ func TestSendResultKeepsBrokerTransactionID(t *testing.T) {
 	require.True(t, r.BrokerVersion.HasTimer())
 }
 
+// A broker that answers the client's own id (the embedded broker) gives no
+// commit log offset, though the id has the shape of an offset id.
+func TestSendResultOfTheClientsOwnIDHasNoOffset(t *testing.T) {
+	srv := newFakeServer(t, wire.JSON, func(_ net.Conn, req *wire.Command) *wire.Header {
+		props := wire.DecodeProperties(req.Ext[wire.SendProperties])
+		return &wire.Header{Code: wire.RespSuccess, Ext: map[string]string{
+			wire.RespMsgID: props[wire.PropUniqKey], wire.RespQueueID: "0", wire.RespQueueOffset: "3"}}
+	})
+	c := New()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Send(ctx, NewIDGenerator(), SendTarget{Addr: srv.addr(), ProducerGroup: "g"}, &Message{Topic: "t", Body: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, r.ID, r.OffsetID)
+	require.Zero(t, r.CommitLogOffset)
+}
+
 // Pull sends what RocketMQ's PullMessageRequestHeader requires and decodes
 // the stored messages of the response with their properties.
 func TestPullDecodesStoredMessages(t *testing.T) {
