@@ -354,8 +354,12 @@ func TestShadowKillSwitch(t *testing.T) {
 	r, err := sendOne(true)
 	require.NoError(t, err)
 	handled.waitFor(t, []string{r.MessageID})
-	_, ok, _ := c.ShadowState()
-	require.True(t, ok, "the shadow side runs")
+	// The inner consumer may handle its first message a moment before its
+	// start returns and ShadowState reports it.
+	require.Eventually(t, func() bool {
+		_, ok, _ := c.ShadowState()
+		return ok
+	}, waitLong, 10*time.Millisecond, "the shadow side runs")
 
 	off := cfg.Clone()
 	off.Shadow.Enabled = false
