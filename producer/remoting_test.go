@@ -317,7 +317,7 @@ func TestRemotingDelayNeedsA5xBroker(t *testing.T) {
 // The migration case: a logic topic on a 4.x cluster (no timer) and a 5.x
 // cluster. Delayed messages all land on the 5.x cluster, whatever the
 // picker chose first; the 4.x brokers' refusals cost them no health, so
-// they keep taking the messages without a delivery time.
+// they keep their whole weight for the messages without a delivery time.
 func TestDelayedSendsGoToTheClusterWithTheTimer(t *testing.T) {
 	old := startOneCluster(t, "old", embedded.Options{}, "later")
 	for _, b := range old.Clusters()[0].Brokers() {
@@ -326,23 +326,34 @@ func TestDelayedSendsGoToTheClusterWithTheTimer(t *testing.T) {
 	cur := startOneCluster(t, "new", embedded.Options{}, "later")
 	cfg := config.Default()
 	oldCl, curCl := remotingCluster(old, "later"), remotingCluster(cur, "later")
-	oldCl.Weight, curCl.Weight = 300, 100 // the old cluster is picked first most of the time
+	oldCl.Weight, curCl.Weight = 1000, 1 // the old cluster is picked first
 	cfg.Topics = map[string]config.Topic{"later": {Clusters: []config.Cluster{oldCl, curCl}}}
 	p := newProducer(t, WithConfig(cfg))
 	ctx := testCtx(t)
 	at := time.Now().Add(time.Hour)
+	refusedFirst := 0
 	for i := range 40 {
 		r, err := p.Send(ctx, &Message{Topic: "later", Body: []byte(fmt.Sprint(i)), DeliveryTime: at})
 		require.NoError(t, err)
 		require.Equal(t, "new", r.Cluster, "send %d", i)
+		if r.Attempts > 1 {
+			refusedFirst++
+		}
 	}
-	plain := map[string]int{}
-	for i := range 200 {
-		r, err := p.Send(ctx, &Message{Topic: "later", Body: []byte(fmt.Sprint(i))})
-		require.NoError(t, err)
-		plain[r.Cluster]++
+	require.Positive(t, refusedFirst, "the old cluster was tried first and refused")
+	for _, tc := range p.State().Topics[0].Clusters {
+		if tc.Name != "old" {
+			continue
+		}
+		require.Len(t, tc.Brokers, 2)
+		for _, b := range tc.Brokers {
+			require.False(t, b.Down, "broker %s", b.Endpoint)
+			require.Equal(t, b.MaxWeight, b.Weight, "broker %s keeps its whole weight", b.Endpoint)
+		}
 	}
-	require.Greater(t, plain["old"], plain["new"], "the old cluster keeps its weight for plain messages: %v", plain)
+	r, err := p.Send(ctx, &Message{Topic: "later", Body: []byte("plain")})
+	require.NoError(t, err)
+	require.Equal(t, "old", r.Cluster, "a message without a delivery time goes by weight")
 }
 
 // A remoting cluster whose name server cannot be reached has no route: a
